@@ -1,0 +1,37 @@
+// Package packetwalk is a pure-Go model of Linux netfilter, faithful enough
+// to stand in for the kernel in unit tests of iptables rules and to show,
+// step by step, where a packet goes on a Kubernetes node.
+//
+// The module has no code at its root; its packages are:
+//
+//   - netfilter: the ruleset model (iptables-save and iptables-restore text,
+//     iptables -S and -L views), the matches and targets, and Host, which
+//     sends packets through the hooks below.
+//   - conntrack: connection tracking and NAT bindings (a leaf package).
+//   - ipset: IP sets and their text formats (a leaf package).
+//   - kubeproxy: the ruleset kube-proxy (iptables mode) writes for a
+//     cluster's Services and EndpointSlices.
+//   - cmd/packetwalk: the command line over node snapshots.
+//
+// A packet received on an interface crosses the hooks in this order; each
+// hook runs its tables by the kernel's priorities (raw −300, conntrack
+// −200, mangle −150, nat destination −100, filter 0, security 50 with
+// iptables-legacy or 150 with iptables-nft, nat source 100):
+//
+//	frame ─► PREROUTING ─► routing ──┬─► INPUT ─► local process
+//	         raw, mangle,  decision  │   mangle, filter, nat, security
+//	         nat (DNAT)              │                  │
+//	                                 │                  ▼
+//	                                 │                OUTPUT  raw, mangle,
+//	                                 │                  │     nat (DNAT), filter,
+//	                                 ▼                  │     security, reroute
+//	                              FORWARD               │
+//	                              mangle, filter,       │
+//	                              security              │
+//	                                 │                  │
+//	                                 ▼                  ▼
+//	                              POSTROUTING  mangle, nat (SNAT, MASQUERADE) ─► frame
+//
+// The nat table sees only the first packet of a connection; conntrack
+// translates the rest, in both directions.
+package packetwalk

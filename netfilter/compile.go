@@ -1,0 +1,199 @@
+package netfilter
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// maxNFTDepth is how many user chains iptables-nft lets a base chain nest:
+// the kernel refuses a deeper jump at load with EMLINK ("Too many links",
+// NFT_JUMP_STACK_SIZE is 16 levels including the base chain). Legacy
+// iptables has no such limit.
+const maxNFTDepth = 15
+
+// crule is one compiled rule, or the end marker of a chain.
+type crule struct {
+	rule  *Rule
+	chain *Chain
+	num   int // 1-based position in its chain; 0 for an end marker
+	end   bool
+	// base is the index of the end marker of the built-in chain a user
+	// chain end returns to when the jump stack is empty (reached by goto).
+	kind   verdict // for verdict and jump targets
+	jump   int     // start index of the chain jumped to
+	apply  applier // extension target, or nil
+	policy Policy  // for the end marker of a built-in chain
+	// state holds per-rule mutable state (nth counters), indexed by match.
+	state []uint32
+
+	src, dst netip.Prefix // copies for the fast path
+}
+
+// ctable is a table compiled to a flat rule array with resolved jumps.
+type ctable struct {
+	id      TableID
+	model   *Table
+	rules   []crule
+	entry   [numHooks]int // first rule of each built-in chain; -1 if none
+	baseEnd [numHooks]int // end marker of each built-in chain
+	depth   int           // deepest nesting of user chains below a base chain
+	stack   []int         // return addresses, sized by depth, reused
+}
+
+// program is a compiled ruleset.
+type program struct {
+	family Family
+	tables [numTables]*ctable
+	// conntrack is set when some rule needs connection tracking; without
+	// such a rule the kernel tracks nothing and nat never runs
+	// (kernel-ground-truth §5.3).
+	conntrack bool
+}
+
+// conntrackUsers are the modules whose checkentry takes a conntrack
+// reference in the kernel (nf_ct_netns_get).
+var conntrackUsers = map[string]bool{
+	"conntrack": true, "state": true, "connmark": true, "CONNMARK": true, "CT": true, "NOTRACK": true,
+	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true, "helper": true, "connlimit": true,
+}
+
+// compile turns a validated ruleset into a program. The ruleset must have
+// passed validation (Restore and Exec validate).
+func compile(rs *Ruleset) (*program, error) {
+	p := &program{family: rs.family}
+	for _, t := range rs.Tables() {
+		if err := t.validate(rs.family); err != nil {
+			return nil, err
+		}
+		ct := &ctable{id: t.id, model: t}
+		for i := range ct.entry {
+			ct.entry[i], ct.baseEnd[i] = -1, -1
+		}
+		start := map[string]int{}
+		chains := t.Chains()
+		n := 0
+		for _, c := range chains {
+			start[c.Name] = n
+			n += len(c.Rules) + 1
+		}
+		ct.rules = make([]crule, 0, n)
+		for _, c := range chains {
+			for i, r := range c.Rules {
+				cr := crule{rule: r, chain: c, num: i + 1, kind: vContinue, src: r.IP.Src, dst: r.IP.Dst}
+				switch tg := r.Target.(type) {
+				case nil:
+				case *VerdictTarget:
+					switch tg {
+					case Accept:
+						cr.kind = vAccept
+					case Drop:
+						cr.kind = vDrop
+					case Return:
+						cr.kind = vReturn
+					}
+				case *JumpTarget:
+					cr.kind, cr.jump = vJump, start[tg.Chain]
+					if tg.Goto {
+						cr.kind = vGoto
+					}
+				default:
+					a, ok := tg.(applier)
+					if !ok {
+						return nil, fmt.Errorf("%w: target %s cannot run", ErrUnsupported, tg.Name())
+					}
+					cr.apply = a
+				}
+				if r.Target != nil && conntrackUsers[r.Target.Name()] {
+					p.conntrack = true
+				}
+				cr.state = make([]uint32, len(r.Matches))
+				for k, m := range r.Matches {
+					if conntrackUsers[m.Module()] {
+						p.conntrack = true
+					}
+					if s, ok := m.(stateful); ok {
+						cr.state[k] = s.initialState()
+					}
+				}
+				ct.rules = append(ct.rules, cr)
+			}
+			end := crule{chain: c, end: true, policy: c.Policy}
+			if h, ok := c.Hook(); ok {
+				ct.entry[h] = start[c.Name]
+				ct.baseEnd[h] = len(ct.rules)
+			}
+			ct.rules = append(ct.rules, end)
+		}
+		ct.depth = chainDepth(t)
+		ct.stack = make([]int, ct.depth+1)
+		p.tables[t.id] = ct
+	}
+	return p, nil
+}
+
+// chainDepth returns the longest chain of jumps below any chain of t,
+// which validation has proven free of loops.
+func chainDepth(t *Table) int {
+	memo := map[string]int{}
+	var depth func(c *Chain) int
+	depth = func(c *Chain) int {
+		if d, ok := memo[c.Name]; ok {
+			return d
+		}
+		d := 0
+		for _, r := range c.Rules {
+			if j, ok := r.Target.(*JumpTarget); ok {
+				d = max(d, 1+depth(t.chains[j.Chain]))
+			}
+		}
+		memo[c.Name] = d
+		return d
+	}
+	d := 0
+	for _, c := range t.chains {
+		d = max(d, depth(c))
+	}
+	return d
+}
+
+// stateful is implemented by matches with per-rule state, such as
+// statistic's nth counter.
+type stateful interface {
+	initialState() uint32
+}
+
+// matchIP is the fixed header test every rule starts with.
+func (r *crule) matchIP(p *Packet) bool {
+	ip := &r.rule.IP
+	if r.src.IsValid() && r.src.Contains(p.Src) == ip.InvSrc {
+		return false
+	}
+	if r.dst.IsValid() && r.dst.Contains(p.Dst) == ip.InvDst {
+		return false
+	}
+	if ip.In != "" && ifaceMatch(ip.In, p.In) == ip.InvIn {
+		return false
+	}
+	if ip.Out != "" && ifaceMatch(ip.Out, p.Out) == ip.InvOut {
+		return false
+	}
+	if ip.Proto != 0 && (ip.Proto == p.Proto) == ip.InvProto {
+		return false
+	}
+	switch ip.Fragment {
+	case OnlyFragments:
+		return p.FragOffset != 0
+	case NoFragments:
+		return p.FragOffset == 0
+	}
+	return true
+}
+
+// ifaceMatch compares an interface name with a rule's pattern, where a
+// trailing '+' matches any suffix.
+func ifaceMatch(pattern, name string) bool {
+	if n := len(pattern); n > 0 && pattern[n-1] == '+' {
+		return len(name) >= n-1 && name[:n-1] == pattern[:n-1]
+	}
+	return pattern == name
+}

@@ -1,0 +1,94 @@
+package netfilter
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestStatefulFirewall(t *testing.T) {
+	h := testHost(t, `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD DROP [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A FORWARD -i eth0 -o eth1 -m state --state NEW -j ACCEPT
+-A FORWARD -m conntrack --ctstate INVALID -j DROP
+COMMIT
+`, HostConfig{})
+	syn := h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, SYN))
+	assert.Equal(t, Forwarded, syn.Disposition)
+	assert.Equal(t, 2, syn.Where.Rule)
+	// The reply comes back from the pod side: only ESTABLISHED lets it in.
+	synack := tcpPacket("10.244.1.5", "192.168.10.2", 0, SYN|ACK)
+	synack.SrcPort, synack.DstPort = 80, 40000
+	res := h.Receive("eth1", synack)
+	assert.Equal(t, Forwarded, res.Disposition)
+	assert.Equal(t, 1, res.Where.Rule)
+	// A SYN-ACK nobody asked for is INVALID for conntrack.
+	stray := synack
+	stray.DstPort = 40001
+	res = h.Receive("eth1", stray)
+	assert.Equal(t, Dropped, res.Disposition)
+	assert.Equal(t, 3, res.Where.Rule)
+	require.Equal(t, 1, h.Conntrack().Len())
+}
+
+func TestNoConntrackUserMeansNoNAT(t *testing.T) {
+	// kernel-ground-truth §5.3: a nat table with only non-NAT rules is
+	// never traversed, because nothing enabled conntrack.
+	h := testHost(t, "*nat\n-A PREROUTING -p tcp -j ACCEPT\nCOMMIT\n", HostConfig{})
+	h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, SYN))
+	got := string(h.Ruleset(IPv4).AppendSave(nil, SaveOptions{Counters: true}))
+	assert.Contains(t, got, "[0:0] -A PREROUTING -p tcp -j ACCEPT")
+	assert.Equal(t, 0, h.Conntrack().Len())
+}
+
+func TestConntrackMatchParsePrint(t *testing.T) {
+	rs := NewRuleset(IPv4)
+	// Inputs and outputs recorded with iptables 1.8.9 (nf_tables).
+	rs.MustExec(
+		"-A INPUT -m conntrack --ctstate DNAT,INVALID,NEW,UNTRACKED,SNAT,RELATED,ESTABLISHED -j ACCEPT",
+		"-A INPUT -m conntrack ! --ctstate NEW --ctproto tcp --ctorigsrc 10.0.0.0/8 ! --ctorigdst 1.2.3.4 --ctreplsrc 5.6.7.8/32 --ctrepldst 9.9.0.0/16 --ctorigsrcport 80 ! --ctorigdstport 1000:2000 --ctreplsrcport 5 --ctrepldstport 6 --ctstatus ASSURED,SEEN_REPLY,CONFIRMED,EXPECTED,NONE --ctexpire 10:20 --ctdir REPLY -j ACCEPT",
+		"-A INPUT -m conntrack --ctdir ORIGINAL --ctexpire 5 --ctproto 17 -j ACCEPT",
+		"-A INPUT -m state --state NEW,ESTABLISHED,RELATED,INVALID,UNTRACKED -j ACCEPT",
+		"-A INPUT -m state ! --state NEW -j ACCEPT",
+		"-A INPUT -m connmark --mark 0x1 -j ACCEPT",
+		"-A INPUT -m connmark ! --mark 0x1/0xff -j ACCEPT",
+	)
+	want := `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -m conntrack --ctstate INVALID,NEW,RELATED,ESTABLISHED,UNTRACKED,SNAT,DNAT -j ACCEPT
+-A INPUT -m conntrack ! --ctstate NEW --ctproto 6 --ctorigsrc 10.0.0.0/8 ! --ctorigdst 1.2.3.4 --ctreplsrc 5.6.7.8 --ctrepldst 9.9.0.0/16 --ctorigsrcport 80 ! --ctorigdstport 1000:2000 --ctreplsrcport 5 --ctrepldstport 6 --ctstatus EXPECTED,SEEN_REPLY,ASSURED,CONFIRMED --ctexpire 10:20 --ctdir REPLY -j ACCEPT
+-A INPUT -m conntrack --ctproto 17 --ctexpire 5 --ctdir ORIGINAL -j ACCEPT
+-A INPUT -m state --state INVALID,NEW,RELATED,ESTABLISHED,UNTRACKED -j ACCEPT
+-A INPUT -m state ! --state NEW -j ACCEPT
+-A INPUT -m connmark --mark 0x1 -j ACCEPT
+-A INPUT -m connmark ! --mark 0x1/0xff -j ACCEPT
+COMMIT
+`
+	assert.Equal(t, want, rs.String())
+	var got []string
+	for _, r := range rs.Table(Filter).Chain("INPUT").Rules {
+		var b []byte
+		for _, m := range r.Matches {
+			b = m.appendList(b, true)
+		}
+		got = append(got, string(b))
+	}
+	assert.Equal(t, []string{
+		" ctstate INVALID,NEW,RELATED,ESTABLISHED,UNTRACKED,SNAT,DNAT",
+		" ! ctstate NEW ctproto 6 ctorigsrc 10.0.0.0/8 ! ctorigdst 1.2.3.4 ctreplsrc 5.6.7.8 ctrepldst 9.9.0.0/16 ctorigsrcport 80 ! ctorigdstport 1000:2000 ctreplsrcport 5 ctrepldstport 6 ctstatus EXPECTED,SEEN_REPLY,ASSURED,CONFIRMED ctexpire 10:20 ctdir REPLY",
+		" ctproto 17 ctexpire 5 ctdir ORIGINAL",
+		" state INVALID,NEW,RELATED,ESTABLISHED,UNTRACKED",
+		" ! state NEW",
+		" connmark match  0x1",
+		" connmark match ! 0x1/0xff",
+	}, got)
+	for _, bad := range []string{"-A INPUT -m conntrack --ctstate FOO", "-A INPUT -m conntrack -j ACCEPT", "-A INPUT -m state -j ACCEPT", "-A INPUT -m conntrack --ctstatus DYING"} {
+		assert.Error(t, rs.Exec(bad), bad)
+	}
+}

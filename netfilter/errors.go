@@ -1,0 +1,94 @@
+package netfilter
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// Sentinel errors wrapped by parse, load and command errors; test them with
+// errors.Is.
+var (
+	ErrUnknownTable     = errors.New("unknown table")
+	ErrUnknownMatch     = errors.New("unsupported match")
+	ErrUnknownTarget    = errors.New("unsupported target")
+	ErrUnknownOption    = errors.New("unknown option")
+	ErrBadValue         = errors.New("bad value")
+	ErrNoSuchChain      = errors.New("no such chain")
+	ErrChainExists      = errors.New("chain already exists")
+	ErrChainInUse       = errors.New("chain is referenced")
+	ErrChainNotEmpty    = errors.New("chain is not empty")
+	ErrBuiltinChain     = errors.New("built-in chain")
+	ErrLoop             = errors.New("loop of jumps")
+	ErrTooDeep          = errors.New("chains nested too deep")
+	ErrNotAllowed       = errors.New("not allowed here")
+	ErrNoSuchRule       = errors.New("no such rule")
+	ErrSyntax           = errors.New("syntax error")
+	ErrMissingArgument  = errors.New("missing argument")
+	ErrUnsupported      = errors.New("not modelled by packetwalk")
+	ErrMultipleFlags    = errors.New("option given more than once")
+	ErrIncompatibleOpts = errors.New("incompatible options")
+)
+
+// ParseError reports a problem in iptables-restore input or in an iptables
+// command line. Line is 1-based and 0 for a single command; Token is the
+// argument at fault, when there is one.
+type ParseError struct {
+	Line  int
+	Token string
+	Text  string // the whole input line
+	Err   error
+}
+
+func (e *ParseError) Error() string {
+	var b strings.Builder
+	if e.Line > 0 {
+		b.WriteString("line ")
+		b.WriteString(strconv.Itoa(e.Line))
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Err.Error())
+	if e.Token != "" && !strings.Contains(e.Err.Error(), strconv.Quote(e.Token)) {
+		b.WriteString(" at ")
+		b.WriteString(strconv.Quote(e.Token))
+	}
+	if e.Text != "" {
+		b.WriteString(" in ")
+		b.WriteString(strconv.Quote(e.Text))
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error.
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// optError builds the error for a bad option value, naming the module.
+type optError struct {
+	module string // "tcp", "MARK"
+	option string // "--dport"
+	value  string
+	want   string
+	err    error
+}
+
+func (e *optError) Error() string {
+	s := e.module + ": "
+	if e.value != "" || e.option != "" {
+		s += "bad value " + strconv.Quote(e.value) + " for option \"" + e.option + "\""
+	}
+	if e.want != "" {
+		s += ": expected " + e.want
+	}
+	return s
+}
+
+func (e *optError) Unwrap() error {
+	if e.err != nil {
+		return e.err
+	}
+	return ErrBadValue
+}
+
+func badValue(module, option, value, want string) error {
+	return &optError{module: module, option: option, value: value, want: want}
+}

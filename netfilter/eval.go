@@ -1,0 +1,43 @@
+package netfilter
+
+// verdict is what a target or a chain decides.
+type verdict uint8
+
+const (
+	vContinue verdict = iota // go on with the next rule (MARK, LOG, ...)
+	vAccept                  // end this table; the next table of the hook runs
+	vDrop                    // end the packet
+	vReturn                  // leave the current chain
+	vJump                    // enter a user chain, returning here
+	vGoto                    // enter a user chain without returning here
+)
+
+// evalCtx is the state of one packet crossing one table. It lives inside
+// the Host and is reused, so evaluation does not allocate.
+type evalCtx struct {
+	pkt   *Packet
+	hook  Hook
+	table TableID
+	host  *Host
+	rule  *crule // the rule being evaluated, for per-rule state (nth)
+	// matchIdx is the index of the match being evaluated in rule.
+	matchIdx int
+
+	// hotdrop is set by a match that wants the packet dropped at once.
+	hotdrop bool
+	// rejected is set by REJECT: the packet is dropped and a reply emitted.
+	rejected bool
+	reject   rejectKind
+	// notrack is set by NOTRACK and CT --notrack in raw.
+	notrack bool
+	// ct describes the packet's connection, for the conntrack matches.
+	ct ctInfo
+	// nat is set by a NAT target for the host to bind.
+	nat *natRequest
+}
+
+// applier is implemented by targets that act on the packet; targets that
+// do not (ACCEPT, DROP, RETURN, jumps) are handled by the evaluator.
+type applier interface {
+	apply(c *evalCtx) verdict
+}

@@ -1,0 +1,223 @@
+package netfilter
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/packetwalk/packetwalk/conntrack"
+)
+
+// Clock is the host's source of time; conntrack timeouts, recent entries
+// and the limit match read it.
+type Clock interface {
+	Now() time.Time
+}
+
+// ManualClock is a Clock that only moves when told to. The zero value
+// starts at the Unix epoch.
+type ManualClock struct{ t time.Time }
+
+// NewManualClock returns a clock that reads t until advanced.
+func NewManualClock(t time.Time) *ManualClock { return &ManualClock{t: t} }
+
+// Now implements Clock.
+func (c *ManualClock) Now() time.Time {
+	if c.t.IsZero() {
+		return time.Unix(0, 0).UTC()
+	}
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *ManualClock) Advance(d time.Duration) { c.t = c.Now().Add(d) }
+
+// HostConfig configures a Host.
+type HostConfig struct {
+	// Backend picks the iptables flavour: the security table's priority
+	// differs between them. The zero value is NFTables.
+	Backend Backend
+	// Seed seeds the host's random source (statistic --mode random, NAT
+	// port choice). The same seed gives the same run.
+	Seed uint64
+	// Clock is the host's time; nil means a ManualClock at the Unix epoch.
+	Clock Clock
+	// NoForwarding turns IP forwarding off (net.ipv4.ip_forward=0);
+	// forwarding is on by default, as on a Kubernetes node.
+	NoForwarding bool
+}
+
+// Interface is a network interface of the host with its addresses.
+type Interface struct {
+	Name  string
+	Addrs []netip.Prefix
+}
+
+// RouteType is the kind of a route, as ip route prints it.
+type RouteType uint8
+
+// Route types.
+const (
+	RouteUnicast RouteType = iota
+	RouteLocal
+	RouteBroadcast
+	RouteBlackhole
+	RouteUnreachable
+	RouteProhibit
+)
+
+// Route is an entry of the host's routing table.
+type Route struct {
+	Dst     netip.Prefix
+	Iface   string
+	Gateway netip.Addr
+	Type    RouteType
+}
+
+// Host is a simulated Linux host: interfaces, routes, a ruleset per family
+// and the netfilter hooks between them. A Host is not safe for concurrent
+// use; independent hosts may run in parallel.
+type Host struct {
+	cfg    HostConfig
+	clock  Clock
+	rng    *rand.Rand
+	ifaces []*Interface
+	routes []Route
+	rules  [2]*Ruleset // IPv4, IPv6
+	progs  [2]*program
+	ctx    evalCtx
+	ct     *conntrack.Table
+	// cur is the current packet's connection, set at the conntrack hook;
+	// notrack is set when raw's NOTRACK or CT --notrack untracked it.
+	cur     conntrack.Info
+	notrack bool
+	// Tracing records every step of each packet in Result.Trace.
+	Tracing bool
+	trace   []Step
+	where   Step
+}
+
+// NewHost returns a host with no interfaces, no routes and empty rulesets.
+func NewHost(cfg HostConfig) *Host {
+	h := &Host{cfg: cfg, clock: cfg.Clock}
+	if h.clock == nil {
+		h.clock = &ManualClock{}
+	}
+	h.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	h.rules[0], h.rules[1] = NewRuleset(IPv4), NewRuleset(IPv6)
+	h.ctx.host = h
+	h.ct = conntrack.NewTable(conntrack.Config{Clock: h.clock, Seed: cfg.Seed ^ 0x5bd1e995})
+	return h
+}
+
+// Conntrack returns the host's connection-tracking table.
+func (h *Host) Conntrack() *conntrack.Table { return h.ct }
+
+// Clock returns the host's clock.
+func (h *Host) Clock() Clock { return h.clock }
+
+// AddInterface adds an interface with its addresses. Like the kernel, each
+// address with a prefix shorter than the full length also adds the
+// connected route of its network on the interface.
+func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
+	if err := checkIfaceName(name); err != nil {
+		return err
+	}
+	if h.Interface(name) != nil {
+		return fmt.Errorf("interface %q already exists", name)
+	}
+	for _, a := range addrs {
+		if !a.IsValid() {
+			return fmt.Errorf("%w: invalid address on interface %q", ErrBadValue, name)
+		}
+	}
+	h.ifaces = append(h.ifaces, &Interface{Name: name, Addrs: slices.Clone(addrs)})
+	for _, a := range addrs {
+		if a.Bits() < a.Addr().BitLen() {
+			h.routes = append(h.routes, Route{Dst: a.Masked(), Iface: name})
+		}
+	}
+	return nil
+}
+
+// Interface returns the interface called name, or nil.
+func (h *Host) Interface(name string) *Interface {
+	for _, i := range h.ifaces {
+		if i.Name == name {
+			return i
+		}
+	}
+	return nil
+}
+
+// AddRoute adds a route.
+func (h *Host) AddRoute(r Route) error {
+	if !r.Dst.IsValid() {
+		return fmt.Errorf("%w: route without destination", ErrBadValue)
+	}
+	if r.Type == RouteUnicast && h.Interface(r.Iface) == nil {
+		return fmt.Errorf("%w: route %s via unknown interface %q", ErrBadValue, r.Dst, r.Iface)
+	}
+	h.routes = append(h.routes, r)
+	return nil
+}
+
+// Ruleset returns the host's live ruleset for family f. Changes made to it
+// take effect at the next Load or Commit.
+func (h *Host) Ruleset(f Family) *Ruleset { return h.rules[famIdx(f)] }
+
+func famIdx(f Family) int {
+	if f == IPv6 {
+		return 1
+	}
+	return 0
+}
+
+// Load installs rs as the host's ruleset for its family.
+func (h *Host) Load(rs *Ruleset) error {
+	p, err := compile(rs)
+	if err != nil {
+		return err
+	}
+	if h.cfg.Backend == NFTables {
+		for _, t := range p.tables {
+			if t != nil && t.depth > maxNFTDepth {
+				return fmt.Errorf("%w: table %s nests %d user chains; iptables-nft allows %d (Too many links)", ErrTooDeep, t.id, t.depth, maxNFTDepth)
+			}
+		}
+	}
+	i := famIdx(rs.family)
+	h.rules[i], h.progs[i] = rs, p
+	return nil
+}
+
+// Restore applies iptables-restore input to the host's IPv4 ruleset, or to
+// the IPv6 one when f is IPv6.
+func (h *Host) Restore(f Family, data []byte, opt RestoreOptions) error {
+	rs := h.rules[famIdx(f)].Clone()
+	err := rs.Restore(data, opt)
+	// Tables committed before an error stay, as in the kernel.
+	if lerr := h.Load(rs); lerr != nil && err == nil {
+		err = lerr
+	}
+	return err
+}
+
+// Exec runs an iptables command line against the host's ruleset of the
+// family the line names ("iptables" or "ip6tables"; IPv4 by default).
+func (h *Host) Exec(line string) error {
+	f := IPv4
+	if len(line) >= 9 && line[:9] == "ip6tables" {
+		f = IPv6
+	}
+	rs := h.rules[famIdx(f)].Clone()
+	if err := rs.Exec(line); err != nil {
+		return err
+	}
+	return h.Load(rs)
+}
+
+var errNoRoute = errors.New("no route to host")

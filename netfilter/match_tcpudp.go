@@ -1,0 +1,353 @@
+package netfilter
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// PortRange is an inclusive range of ports; a single port has Lo == Hi.
+type PortRange struct{ Lo, Hi uint16 }
+
+// anyPorts is the range a port option leaves unset.
+var anyPorts = PortRange{0, 65535}
+
+func (r PortRange) contains(p uint16) bool { return p >= r.Lo && p <= r.Hi }
+
+// appendSave appends "80" or "8000:8080".
+func (r PortRange) appendSave(b []byte) []byte {
+	b = strconv.AppendUint(b, uint64(r.Lo), 10)
+	if r.Hi != r.Lo {
+		b = append(b, ':')
+		b = strconv.AppendUint(b, uint64(r.Hi), 10)
+	}
+	return b
+}
+
+// parsePort parses a port number or a service name for proto.
+func parsePort(s, proto string) (uint16, bool) {
+	if n, err := strconv.ParseUint(s, 10, 16); err == nil {
+		return uint16(n), true
+	}
+	if p, ok := serviceByName(s, proto); ok {
+		return p, true
+	}
+	return 0, false
+}
+
+// parsePortRange parses "P", "P:Q", ":Q" and "P:" as iptables does for
+// --sport and --dport.
+func parsePortRange(s, proto string) (PortRange, bool) {
+	lo, hi, isRange := strings.Cut(s, ":")
+	if !isRange {
+		p, ok := parsePort(s, proto)
+		return PortRange{p, p}, ok
+	}
+	r := PortRange{0, 65535}
+	var ok bool
+	if lo != "" {
+		if r.Lo, ok = parsePort(lo, proto); !ok {
+			return r, false
+		}
+	}
+	if hi != "" {
+		if r.Hi, ok = parsePort(hi, proto); !ok {
+			return r, false
+		}
+	}
+	if r.Lo > r.Hi {
+		r.Lo, r.Hi = r.Hi, r.Lo // iptables swaps a reversed range
+	}
+	return r, true
+}
+
+// TCPMatch is "-m tcp": ports, flags and options of TCP packets.
+type TCPMatch struct {
+	SrcPorts, DstPorts       PortRange
+	InvSrcPorts, InvDstPorts bool
+	// FlagsMask and FlagsCmp test (flags & FlagsMask) == FlagsCmp when
+	// FlagsMask is not zero (--tcp-flags, --syn).
+	FlagsMask, FlagsCmp TCPFlags
+	InvFlags            bool
+	// Option, when HasOption is set, is a TCP option kind that must be
+	// present (--tcp-option).
+	Option    uint8
+	HasOption bool
+	InvOption bool
+	hasSrc    bool
+	hasDst    bool
+}
+
+// UDPMatch is "-m udp" (and "-m udplite" with Lite set): ports of UDP packets.
+type UDPMatch struct {
+	SrcPorts, DstPorts       PortRange
+	InvSrcPorts, InvDstPorts bool
+	hasSrc, hasDst           bool
+	lite                     bool
+}
+
+func init() {
+	portOpts := []option{
+		{name: "sport", args: 1, invert: true, aliases: []string{"source-port"}},
+		{name: "dport", args: 1, invert: true, aliases: []string{"destination-port"}},
+	}
+	registerMatch(&module{name: "tcp", opts: append(append([]option(nil), portOpts...),
+		option{name: "tcp-flags", args: 2, invert: true},
+		option{name: "syn", invert: true},
+		option{name: "tcp-option", args: 1, invert: true}),
+		newBuilder: func(*ruleCtx) builder { return &TCPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
+	registerMatch(&module{name: "udp", opts: portOpts,
+		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
+	registerMatch(&module{name: "udplite", opts: portOpts,
+		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts, lite: true} }})
+}
+
+// Module implements Match.
+func (m *TCPMatch) Module() string { return "tcp" }
+
+// Module implements Match.
+func (m *UDPMatch) Module() string {
+	if m.lite {
+		return "udplite"
+	}
+	return "udp"
+}
+
+func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool, has *bool) error {
+	pr, ok := parsePortRange(args[0], mod)
+	if !ok {
+		return badValue(mod, "--"+opt, args[0], "a port, a service name or a range PORT:PORT")
+	}
+	*r, *invp, *has = pr, inv, true
+	return nil
+}
+
+func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
+	switch opt {
+	case "sport":
+		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc)
+	case "dport":
+		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst)
+	case "syn", "tcp-flags":
+		if m.FlagsMask != 0 {
+			return fmt.Errorf("%w: only one of --syn and --tcp-flags", ErrMultipleFlags)
+		}
+		m.InvFlags = inv
+		if opt == "syn" {
+			m.FlagsMask, m.FlagsCmp = FIN|SYN|RST|ACK, SYN
+			return nil
+		}
+		mask, ok1 := parseTCPFlags(args[0])
+		cmp, ok2 := parseTCPFlags(args[1])
+		if !ok1 || !ok2 {
+			return badValue("tcp", "--tcp-flags", args[0]+" "+args[1], "flag lists such as SYN,ACK,FIN,RST,URG,PSH,ALL,NONE")
+		}
+		if mask == 0 {
+			return badValue("tcp", "--tcp-flags", args[0], "a non-empty mask")
+		}
+		m.FlagsMask, m.FlagsCmp = mask, cmp
+	case "tcp-option":
+		n, err := strconv.ParseUint(args[0], 10, 8)
+		if err != nil || n == 0 {
+			return badValue("tcp", "--tcp-option", args[0], "an option kind 1-255")
+		}
+		m.Option, m.HasOption, m.InvOption = uint8(n), true, inv
+	}
+	return nil
+}
+
+func parseTCPFlags(s string) (TCPFlags, bool) {
+	var f TCPFlags
+	for _, part := range strings.Split(s, ",") {
+		switch strings.ToUpper(part) {
+		case "ALL":
+			f |= FIN | SYN | RST | PSH | ACK | URG
+		case "NONE":
+		default:
+			found := false
+			for _, n := range tcpFlagNames {
+				if n.name == strings.ToUpper(part) {
+					f |= n.f
+					found = true
+				}
+			}
+			if !found {
+				return 0, false
+			}
+		}
+	}
+	return f, true
+}
+
+func (m *TCPMatch) done(c *ruleCtx) (any, error) {
+	if err := needProto(c, "tcp", ProtoTCP); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *UDPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
+	mod := m.Module()
+	if opt == "sport" {
+		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc)
+	}
+	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst)
+}
+
+func (m *UDPMatch) done(c *ruleCtx) (any, error) {
+	p := ProtoUDP
+	if m.lite {
+		p = ProtoUDPLite
+	}
+	if err := needProto(c, m.Module(), p); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// needProto refuses a protocol match on a rule whose -p is another
+// protocol, as the kernel's checkentry does.
+func needProto(c *ruleCtx, mod string, p uint8) error {
+	if c.ip.Proto != p || c.ip.InvProto {
+		return fmt.Errorf("%w: %s match needs \"-p %s\"", ErrNotAllowed, mod, protoName(p))
+	}
+	return nil
+}
+
+func appendPortOpt(b []byte, name string, r PortRange, inv bool) []byte {
+	b = appendNot(b, inv)
+	b = append(b, " --"...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	return r.appendSave(b)
+}
+
+func (m *TCPMatch) appendSave(b []byte) []byte {
+	if m.hasSrc {
+		b = appendPortOpt(b, "sport", m.SrcPorts, m.InvSrcPorts)
+	}
+	if m.hasDst {
+		b = appendPortOpt(b, "dport", m.DstPorts, m.InvDstPorts)
+	}
+	if m.HasOption {
+		b = appendNot(b, m.InvOption)
+		b = append(b, " --tcp-option "...)
+		b = strconv.AppendUint(b, uint64(m.Option), 10)
+	}
+	if m.FlagsMask != 0 {
+		b = appendNot(b, m.InvFlags)
+		b = append(b, " --tcp-flags "...)
+		b = append(b, m.FlagsMask.String()...)
+		b = append(b, ' ')
+		b = append(b, m.FlagsCmp.String()...)
+	}
+	return b
+}
+
+func (m *UDPMatch) appendSave(b []byte) []byte {
+	if m.hasSrc {
+		b = appendPortOpt(b, "sport", m.SrcPorts, m.InvSrcPorts)
+	}
+	if m.hasDst {
+		b = appendPortOpt(b, "dport", m.DstPorts, m.InvDstPorts)
+	}
+	return b
+}
+
+// appendListPorts renders "spt:80", "dpts:1:1024", "spt:!53" as -L does.
+func appendListPorts(b []byte, name string, r PortRange, inv, numeric bool, proto string) []byte {
+	b = append(b, ' ')
+	b = append(b, name...)
+	if r.Lo != r.Hi {
+		b = append(b, "s:"...)
+		if inv {
+			b = append(b, '!')
+		}
+		b = appendServ(b, r.Lo, proto, numeric)
+		b = append(b, ':')
+		return appendServ(b, r.Hi, proto, numeric)
+	}
+	b = append(b, ':')
+	if inv {
+		b = append(b, '!')
+	}
+	return appendServ(b, r.Lo, proto, numeric)
+}
+
+func appendServ(b []byte, p uint16, proto string, numeric bool) []byte {
+	if !numeric {
+		if n, ok := serviceByPort(p, proto); ok {
+			return append(b, n...)
+		}
+	}
+	return strconv.AppendUint(b, uint64(p), 10)
+}
+
+func (m *TCPMatch) appendList(b []byte, numeric bool) []byte {
+	b = append(b, " tcp"...)
+	if m.hasSrc {
+		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, numeric, "tcp")
+	}
+	if m.hasDst {
+		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, numeric, "tcp")
+	}
+	if m.HasOption {
+		b = append(b, " option="...)
+		if m.InvOption {
+			b = append(b, '!')
+		}
+		b = strconv.AppendUint(b, uint64(m.Option), 10)
+	}
+	if m.FlagsMask != 0 {
+		b = append(b, " flags:"...)
+		if m.InvFlags {
+			b = append(b, '!')
+		}
+		if numeric {
+			b = fmt.Appendf(b, "0x%02X/0x%02X", uint8(m.FlagsMask), uint8(m.FlagsCmp))
+		} else {
+			b = append(b, m.FlagsMask.String()...)
+			b = append(b, '/')
+			b = append(b, m.FlagsCmp.String()...)
+		}
+	}
+	return b
+}
+
+func (m *UDPMatch) appendList(b []byte, numeric bool) []byte {
+	mod := m.Module()
+	b = append(b, ' ')
+	b = append(b, mod...)
+	if m.hasSrc {
+		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, numeric, mod)
+	}
+	if m.hasDst {
+		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, numeric, mod)
+	}
+	return b
+}
+
+func (m *TCPMatch) match(c *evalCtx) bool {
+	p := c.pkt
+	if p.FragOffset != 0 {
+		return false
+	}
+	if m.SrcPorts.contains(p.SrcPort) == m.InvSrcPorts || m.DstPorts.contains(p.DstPort) == m.InvDstPorts {
+		return false
+	}
+	if m.FlagsMask != 0 && (p.TCPFlags&m.FlagsMask == m.FlagsCmp) == m.InvFlags {
+		return false
+	}
+	if m.HasOption && p.hasTCPOption(m.Option) == m.InvOption {
+		return false
+	}
+	return true
+}
+
+func (m *UDPMatch) match(c *evalCtx) bool {
+	p := c.pkt
+	if p.FragOffset != 0 {
+		return false
+	}
+	return m.SrcPorts.contains(p.SrcPort) != m.InvSrcPorts && m.DstPorts.contains(p.DstPort) != m.InvDstPorts
+}

@@ -1,0 +1,125 @@
+package netfilter
+
+import (
+	"net/netip"
+
+	"github.com/packetwalk/packetwalk/conntrack"
+)
+
+// natKind says which NAT target fired.
+type natKind uint8
+
+const (
+	natDNAT natKind = iota + 1
+	natSNAT
+	natMasquerade
+	natRedirect
+)
+
+// natRequest is a NAT target's decision for the first packet of a
+// connection; the host turns it into a conntrack binding. Targets fill it
+// and return vAccept.
+type natRequest struct {
+	kind               natKind
+	minAddr, maxAddr   netip.Addr // invalid: keep the address (REDIRECT, MASQUERADE fill it in)
+	minPort, maxPort   uint16     // 0: keep the port
+	random, randomFull bool
+	persistent         bool
+}
+
+// natApplies reports whether the nat table runs for this packet: only for
+// the first packet of a connection, whose binding of the hook's kind has
+// not been set up yet, and only while some rule needs conntrack
+// (kernel-ground-truth §5.3: otherwise nat chains are never traversed).
+func (h *Host) natApplies(hk Hook) bool {
+	e := h.cur.Entry
+	if e == nil || e.Confirmed() {
+		return false
+	}
+	return !e.NATDone(natManip(hk))
+}
+
+// natManip is the kind of manipulation the nat table performs at a hook:
+// destination at PREROUTING and OUTPUT, source at INPUT and POSTROUTING.
+func natManip(hk Hook) conntrack.NATKind {
+	if hk == Prerouting || hk == Output {
+		return conntrack.DNAT
+	}
+	return conntrack.SNAT
+}
+
+// bindNAT records the binding chosen by the nat table at hook hk (or the
+// identity binding when no NAT target fired), as nf_nat_setup_info and
+// nf_nat_alloc_null_binding do.
+func (h *Host) bindNAT(hk Hook, p *Packet, req *natRequest) bool {
+	e := h.cur.Entry
+	k := natManip(hk)
+	if req == nil {
+		return h.ct.SetupNullNAT(e, k) == nil
+	}
+	r := conntrack.NATRange{MinAddr: req.minAddr, MaxAddr: req.maxAddr, MinPort: req.minPort, MaxPort: req.maxPort}
+	if req.random {
+		r.Flags |= conntrack.NATRandom
+	}
+	if req.randomFull {
+		r.Flags |= conntrack.NATRandomFully
+	}
+	if req.persistent {
+		r.Flags |= conntrack.NATPersistent
+	}
+	switch req.kind {
+	case natMasquerade:
+		// The address of the output interface, as the kernel picks it
+		// (the preferred source towards the destination).
+		a := h.sourceFor(Route{Iface: p.Out}, p.Dst)
+		if !a.IsValid() {
+			return false // the kernel drops when the interface has no address
+		}
+		r.MinAddr, r.MaxAddr = a, a
+	case natRedirect:
+		// REDIRECT sends to the primary address of the input interface,
+		// or to loopback for locally generated packets.
+		a := netip.MustParseAddr("127.0.0.1")
+		if p.Family == IPv6 {
+			a = netip.IPv6Loopback()
+		}
+		if p.In != "" {
+			if ia := h.sourceFor(Route{Iface: p.In}, p.Dst); ia.IsValid() {
+				a = ia
+			}
+		}
+		r.MinAddr, r.MaxAddr = a, a
+	}
+	return h.ct.SetupNAT(e, k, r) == nil
+}
+
+// translate rewrites the packet from its connection's bindings for the
+// manipulation of hook hk (kernel nf_nat_packet).
+func (h *Host) translate(hk Hook, p *Packet) {
+	e := h.cur.Entry
+	if e == nil {
+		return
+	}
+	k := natManip(hk)
+	tp := packetTuple(p)
+	if out, changed := e.Translate(k, h.cur.Dir, tp); changed {
+		p.Src, p.Dst = out.Src, out.Dst
+		if hasPorts(p.Proto) {
+			p.SrcPort, p.DstPort = out.SrcPort, out.DstPort
+		} else if p.Proto == ProtoICMP || p.Proto == ProtoICMPv6 {
+			p.ICMPID = out.SrcPort
+		}
+	}
+}
+
+// packetTuple is the conntrack tuple of a packet as it is now.
+func packetTuple(p *Packet) conntrack.Tuple {
+	t := conntrack.Tuple{Src: p.Src, Dst: p.Dst, Proto: p.Proto}
+	switch {
+	case hasPorts(p.Proto):
+		t.SrcPort, t.DstPort = p.SrcPort, p.DstPort
+	case p.Proto == ProtoICMP || p.Proto == ProtoICMPv6:
+		t.SrcPort, t.ICMPType, t.ICMPCode = p.ICMPID, p.ICMPType, p.ICMPCode
+	}
+	return t
+}

@@ -1,0 +1,98 @@
+package netfilter
+
+import (
+	"net/netip"
+	"strings"
+)
+
+// TCPFlags is the flags byte of a TCP header.
+type TCPFlags uint8
+
+// TCP flag bits.
+const (
+	FIN TCPFlags = 1 << iota
+	SYN
+	RST
+	PSH
+	ACK
+	URG
+	ECE
+	CWR
+)
+
+var tcpFlagNames = []struct {
+	f    TCPFlags
+	name string
+}{{FIN, "FIN"}, {SYN, "SYN"}, {RST, "RST"}, {PSH, "PSH"}, {ACK, "ACK"}, {URG, "URG"}, {ECE, "ECE"}, {CWR, "CWR"}}
+
+// String returns the flags as iptables names them, comma-separated
+// ("SYN,ACK"), or "NONE".
+func (f TCPFlags) String() string {
+	if f == 0 {
+		return "NONE"
+	}
+	var b strings.Builder
+	for _, n := range tcpFlagNames {
+		if f&n.f != 0 {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(n.name)
+		}
+	}
+	return b.String()
+}
+
+// Packet is what netfilter sees of a packet: the header fields rules test,
+// the interfaces it crosses and its mark. A Packet is a plain value; the
+// host works on a copy and returns the packet as it leaves in Result.
+type Packet struct {
+	Family           Family
+	Proto            uint8
+	Src, Dst         netip.Addr
+	SrcPort, DstPort uint16 // TCP, UDP, SCTP, UDP-Lite
+	TCPFlags         TCPFlags
+	ICMPType         uint8 // ICMP and ICMPv6
+	ICMPCode         uint8
+	ICMPID           uint16 // echo request and reply identifier
+	// Length is the IP total length in bytes (header included).
+	Length int
+	TTL    uint8 // the hop limit for IPv6
+	TOS    uint8
+	ID     uint16 // IPv4 identification
+	// FragOffset is the IPv4 fragment offset in 8-byte units; a non-zero
+	// offset is what -f matches.
+	FragOffset uint16
+	// In and Out are the input and output interfaces, empty when the
+	// packet has none at a hook (no In on OUTPUT, no Out on PREROUTING).
+	In, Out string
+	// Mark is the packet's firewall mark (skb->mark).
+	Mark uint32
+	// SrcMAC is the Ethernet source of a received frame (the mac match);
+	// HasMAC reports whether it is known.
+	SrcMAC [6]byte
+	HasMAC bool
+	// TCPOptions records which TCP option kinds the header carries, as a
+	// bit set indexed by kind, for --tcp-option.
+	TCPOptions [4]uint64
+}
+
+// hasTCPOption reports whether the TCP header carries option kind.
+func (p *Packet) hasTCPOption(kind uint8) bool {
+	return p.TCPOptions[kind/64]&(1<<(kind%64)) != 0
+}
+
+// SetTCPOption records that the TCP header carries option kind.
+func (p *Packet) SetTCPOption(kind uint8) {
+	p.TCPOptions[kind/64] |= 1 << (kind % 64)
+}
+
+// hasPorts reports whether the protocol carries 16-bit ports at the start
+// of its header.
+func hasPorts(proto uint8) bool {
+	switch proto {
+	case ProtoTCP, ProtoUDP, ProtoSCTP, ProtoUDPLite, 33 /* dccp */ :
+		return true
+	}
+	return false
+}

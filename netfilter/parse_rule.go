@@ -1,0 +1,542 @@
+package netfilter
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// instance is one module occurrence while a rule is parsed.
+type instance struct {
+	mod       *module
+	b         builder
+	completed bool // a later "-m" of the same module took over its options
+	seen      map[string]bool
+}
+
+// ruleParser turns the rule-spec arguments of one command into a Rule.
+type ruleParser struct {
+	ctx     ruleCtx
+	rule    Rule
+	matches []*instance
+	target  *instance
+	jump    string // -j/-g argument when it is a chain, or a verdict
+	isGoto  bool
+	seen    map[string]bool // IP-spec options already given
+	srcs    []netip.Prefix  // -s with several comma-separated addresses
+	dsts    []netip.Prefix
+	counter *Counters // -c PKTS BYTES
+}
+
+// tokenError locates an error at an argument.
+type tokenError struct {
+	token string
+	err   error
+}
+
+func (e *tokenError) Error() string { return e.err.Error() }
+func (e *tokenError) Unwrap() error { return e.err }
+
+func atToken(tok string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*tokenError); ok {
+		return err
+	}
+	return &tokenError{token: tok, err: err}
+}
+
+// parseRuleSpec parses args (everything after "-A CHAIN") into rules. More
+// than one rule results when -s or -d lists several addresses, as iptables
+// expands them.
+func parseRuleSpec(ctx ruleCtx, args []string) ([]*Rule, *Counters, error) {
+	p := &ruleParser{ctx: ctx, seen: map[string]bool{}}
+	p.ctx.ip = &p.rule.IP
+	if err := p.parse(args); err != nil {
+		return nil, nil, err
+	}
+	if err := p.finish(); err != nil {
+		return nil, nil, err
+	}
+	srcs, dsts := p.srcs, p.dsts
+	if len(srcs) == 0 {
+		srcs = []netip.Prefix{{}}
+	}
+	if len(dsts) == 0 {
+		dsts = []netip.Prefix{{}}
+	}
+	var rules []*Rule
+	for _, s := range srcs {
+		for _, d := range dsts {
+			r := p.rule
+			r.IP.Src, r.IP.Dst = s, d
+			rules = append(rules, &r)
+		}
+	}
+	return rules, p.counter, nil
+}
+
+func (p *ruleParser) parse(args []string) error {
+	inv := false
+	for i := 0; i < len(args); i++ {
+		tok := args[i]
+		if tok == "!" {
+			if inv {
+				return atToken(tok, fmt.Errorf("%w: multiple \"!\" flags not allowed", ErrSyntax))
+			}
+			inv = true
+			continue
+		}
+		name, val, hasVal := splitOption(tok)
+		if name == "" {
+			return atToken(tok, fmt.Errorf("%w: unexpected argument %q", ErrSyntax, tok))
+		}
+		next := func() (string, error) {
+			if hasVal {
+				hasVal = false
+				return val, nil
+			}
+			if i+1 >= len(args) {
+				return "", atToken(tok, fmt.Errorf("%w: option %q requires an argument", ErrMissingArgument, tok))
+			}
+			i++
+			if args[i] == "!" {
+				return "", atToken(tok, fmt.Errorf("%w: put \"!\" before the option (\"! %s VALUE\"), not after it", ErrSyntax, tok))
+			}
+			return args[i], nil
+		}
+		var err error
+		switch name {
+		case "-s", "--source", "--src", "-d", "--destination", "--dst":
+			var v string
+			if v, err = next(); err == nil {
+				err = p.setAddr(name, inv, v)
+			}
+		case "-i", "--in-interface", "-o", "--out-interface":
+			var v string
+			if v, err = next(); err == nil {
+				err = p.setIface(name, inv, v)
+			}
+		case "-p", "--protocol":
+			var v string
+			if v, err = next(); err == nil {
+				err = p.setProto(inv, v)
+			}
+		case "-f", "--fragment":
+			err = p.setFragment(inv)
+		case "-m", "--match":
+			var v string
+			if v, err = next(); err == nil {
+				if inv {
+					err = fmt.Errorf("%w: \"!\" cannot precede -m", ErrSyntax)
+				} else {
+					err = p.addMatch(v)
+				}
+			}
+		case "-j", "--jump", "-g", "--goto":
+			var v string
+			if v, err = next(); err == nil {
+				if inv {
+					err = fmt.Errorf("%w: \"!\" cannot precede %s", ErrSyntax, name)
+				} else {
+					err = p.setTarget(v, name == "-g" || name == "--goto")
+				}
+			}
+		case "-c", "--set-counters":
+			var pk, by string
+			if pk, err = next(); err == nil {
+				if by, err = next(); err == nil {
+					err = p.setCounters(pk, by)
+				}
+			}
+		case "-4":
+			if p.ctx.family != IPv4 {
+				err = fmt.Errorf("%w: -4 in an IPv6 ruleset", ErrNotAllowed)
+			}
+		case "-6":
+			if p.ctx.family != IPv6 {
+				err = fmt.Errorf("%w: -6 in an IPv4 ruleset", ErrNotAllowed)
+			}
+		default:
+			if !strings.HasPrefix(name, "--") {
+				return atToken(tok, fmt.Errorf("%w %q", ErrUnknownOption, tok))
+			}
+			err = p.moduleOption(tok, name[2:], inv, &i, args, val, hasVal)
+			hasVal = false
+		}
+		if err != nil {
+			return atToken(tok, err)
+		}
+		if hasVal {
+			return atToken(tok, fmt.Errorf("%w: option %q takes no argument", ErrSyntax, name))
+		}
+		inv = false
+	}
+	if inv {
+		return atToken("!", fmt.Errorf("%w: \"!\" at the end of the rule", ErrSyntax))
+	}
+	return nil
+}
+
+// splitOption separates "--opt=value" and attached short-option arguments
+// ("-ptcp"); it returns an empty name for a non-option argument.
+func splitOption(tok string) (name, val string, hasVal bool) {
+	switch {
+	case strings.HasPrefix(tok, "--"):
+		if k, v, ok := strings.Cut(tok, "="); ok {
+			return k, v, true
+		}
+		return tok, "", false
+	case len(tok) > 2 && tok[0] == '-' && strings.ContainsRune("sdiopjgmc", rune(tok[1])):
+		return tok[:2], tok[2:], true
+	case len(tok) == 2 && tok[0] == '-':
+		return tok, "", false
+	}
+	return "", "", false
+}
+
+func (p *ruleParser) once(key string) error {
+	if p.seen[key] {
+		return fmt.Errorf("%w: multiple %s flags not allowed", ErrMultipleFlags, key)
+	}
+	p.seen[key] = true
+	return nil
+}
+
+func (p *ruleParser) setAddr(name string, inv bool, v string) error {
+	src := name == "-s" || name == "--source" || name == "--src"
+	key := "-d"
+	if src {
+		key = "-s"
+	}
+	if err := p.once(key); err != nil {
+		return err
+	}
+	var list []netip.Prefix
+	for _, part := range strings.Split(v, ",") {
+		pfx, err := parseAddrMask(p.ctx.family, part)
+		if err != nil {
+			return err
+		}
+		list = append(list, pfx)
+	}
+	if len(list) > 1 && inv {
+		return fmt.Errorf("%w: ! not allowed with multiple source or destination IP addresses", ErrIncompatibleOpts)
+	}
+	if src {
+		p.srcs, p.rule.IP.InvSrc = list, inv
+	} else {
+		p.dsts, p.rule.IP.InvDst = list, inv
+	}
+	return nil
+}
+
+// parseAddrMask parses "ADDR", "ADDR/LEN" or "ADDR/MASK" as iptables does
+// for -s and -d; host bits are cleared, as iptables-save shows.
+func parseAddrMask(f Family, s string) (netip.Prefix, error) {
+	addrPart, maskPart, hasMask := strings.Cut(s, "/")
+	a, err := netip.ParseAddr(addrPart)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%w: host/network %q not found (packetwalk resolves no names)", ErrBadValue, s)
+	}
+	if a.Is4In6() {
+		a = a.Unmap()
+	}
+	if (f == IPv4) != a.Is4() {
+		return netip.Prefix{}, fmt.Errorf("%w: %q is not an %s address", ErrBadValue, s, f)
+	}
+	bits := a.BitLen()
+	if hasMask {
+		n, err := strconv.Atoi(maskPart)
+		switch {
+		case err == nil && n >= 0 && n <= a.BitLen() && !strings.HasPrefix(maskPart, "+"):
+			bits = n
+		case err != nil:
+			m, err := netip.ParseAddr(maskPart)
+			if err != nil || m.BitLen() != a.BitLen() {
+				return netip.Prefix{}, fmt.Errorf("%w: invalid mask %q specified", ErrBadValue, maskPart)
+			}
+			ones, ok := maskOnes(m)
+			if !ok {
+				return netip.Prefix{}, fmt.Errorf("%w: non-contiguous mask %q", ErrUnsupported, maskPart)
+			}
+			bits = ones
+		default:
+			return netip.Prefix{}, fmt.Errorf("%w: invalid mask %q specified", ErrBadValue, maskPart)
+		}
+	}
+	return netip.PrefixFrom(a, bits).Masked(), nil
+}
+
+// maskOnes returns the prefix length of a contiguous netmask.
+func maskOnes(m netip.Addr) (int, bool) {
+	b := m.AsSlice()
+	n, zero := 0, false
+	for _, x := range b {
+		for bit := 7; bit >= 0; bit-- {
+			if x&(1<<bit) != 0 {
+				if zero {
+					return 0, false
+				}
+				n++
+			} else {
+				zero = true
+			}
+		}
+	}
+	return n, true
+}
+
+func (p *ruleParser) setIface(name string, inv bool, v string) error {
+	in := name == "-i" || name == "--in-interface"
+	key := "-o"
+	if in {
+		key = "-i"
+	}
+	if err := p.once(key); err != nil {
+		return err
+	}
+	if err := checkIfaceName(v); err != nil {
+		return err
+	}
+	if in {
+		p.rule.IP.In, p.rule.IP.InvIn = v, inv
+	} else {
+		p.rule.IP.Out, p.rule.IP.InvOut = v, inv
+	}
+	return nil
+}
+
+// checkIfaceName applies the kernel's interface name limits (IFNAMSIZ).
+func checkIfaceName(v string) error {
+	if v == "" {
+		return fmt.Errorf("%w: empty interface name", ErrBadValue)
+	}
+	if len(v) > 15 {
+		return fmt.Errorf("%w: interface name %q must be shorter than 16 characters", ErrBadValue, v)
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] == '/' || v[i] == ' ' {
+			return fmt.Errorf("%w: invalid interface name %q", ErrBadValue, v)
+		}
+	}
+	return nil
+}
+
+func (p *ruleParser) setProto(inv bool, v string) error {
+	if err := p.once("-p"); err != nil {
+		return err
+	}
+	proto, ok := parseProto(strings.ToLower(v))
+	if !ok {
+		return fmt.Errorf("%w: unknown protocol %q specified", ErrBadValue, v)
+	}
+	if proto == 0 && inv {
+		return fmt.Errorf("%w: rule would never match protocol", ErrBadValue)
+	}
+	p.rule.IP.Proto, p.rule.IP.InvProto = proto, inv
+	return nil
+}
+
+func (p *ruleParser) setFragment(inv bool) error {
+	if err := p.once("-f"); err != nil {
+		return err
+	}
+	if p.ctx.family == IPv6 {
+		return fmt.Errorf("%w: -f is not available in ip6tables", ErrUnknownOption)
+	}
+	p.rule.IP.Fragment = OnlyFragments
+	if inv {
+		p.rule.IP.Fragment = NoFragments
+	}
+	return nil
+}
+
+func (p *ruleParser) setCounters(pk, by string) error {
+	a, err1 := strconv.ParseUint(pk, 10, 64)
+	b, err2 := strconv.ParseUint(by, 10, 64)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("%w: -c packet counter %q or byte counter %q not numeric", ErrBadValue, pk, by)
+	}
+	p.counter = &Counters{Packets: a, Bytes: b}
+	return nil
+}
+
+func (p *ruleParser) addMatch(name string) error {
+	m, ok := matchModules[name]
+	if !ok || !m.allows(p.ctx.family) {
+		return fmt.Errorf("%w %q", ErrUnknownMatch, name)
+	}
+	return p.loadMatch(m)
+}
+
+func (p *ruleParser) loadMatch(m *module) error {
+	for _, in := range p.matches {
+		if in.mod == m {
+			in.completed = true
+		}
+	}
+	p.matches = append(p.matches, &instance{mod: m, b: m.newBuilder(&p.ctx), seen: map[string]bool{}})
+	return nil
+}
+
+func (p *ruleParser) setTarget(name string, isGoto bool) error {
+	if p.target != nil || p.jump != "" {
+		return fmt.Errorf("%w: multiple -j flags not allowed", ErrMultipleFlags)
+	}
+	if name == "" {
+		return fmt.Errorf("%w: empty target name", ErrBadValue)
+	}
+	if m, ok := targetModules[name]; ok && !isGoto {
+		if !m.allows(p.ctx.family) {
+			return fmt.Errorf("%w %q", ErrUnknownTarget, name)
+		}
+		p.target = &instance{mod: m, b: m.newBuilder(&p.ctx), seen: map[string]bool{}}
+		return nil
+	}
+	if supported, ok := builtinTargets[name]; ok {
+		if !supported {
+			return fmt.Errorf("%w %q", ErrUnknownTarget, name)
+		}
+		if isGoto {
+			return fmt.Errorf("%w: goto %q: -g needs a user chain", ErrNotAllowed, name)
+		}
+	} else if len(name) > 28 || strings.HasPrefix(name, "-") {
+		return fmt.Errorf("%w %q", ErrUnknownTarget, name)
+	}
+	p.jump, p.isGoto = name, isGoto
+	return nil
+}
+
+// moduleOption routes a long option to the module that owns it: the
+// target first, then the active match instances, then an implicit
+// protocol match for -p (so "-p tcp --dport 80" loads "-m tcp").
+func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []string, val string, hasVal bool) error {
+	var dst *instance
+	var opt *option
+	if p.target != nil {
+		if o, ok := p.target.mod.lookup(name); ok {
+			dst, opt = p.target, o
+		}
+	}
+	if dst == nil {
+		for _, in := range p.matches {
+			if in.completed {
+				continue
+			}
+			if o, ok := in.mod.lookup(name); ok {
+				dst, opt = in, o
+				break
+			}
+		}
+	}
+	if dst == nil && p.rule.IP.Proto != 0 && !p.rule.IP.InvProto {
+		if m, ok := matchModules[protoModule(p.rule.IP.Proto)]; ok {
+			if o, ok := m.lookup(name); ok {
+				loaded := false
+				for _, in := range p.matches {
+					if in.mod == m {
+						loaded = true
+					}
+				}
+				if !loaded {
+					if err := p.loadMatch(m); err != nil {
+						return err
+					}
+					dst, opt = p.matches[len(p.matches)-1], o
+				}
+			}
+		}
+	}
+	if dst == nil {
+		return fmt.Errorf("%w %q", ErrUnknownOption, tok)
+	}
+	if inv && !opt.invert {
+		return fmt.Errorf("%w: %s: option \"--%s\" cannot be inverted", ErrSyntax, dst.mod.name, opt.name)
+	}
+	if dst.seen[opt.name] {
+		return fmt.Errorf("%w: %s: option \"--%s\" can only be used once", ErrMultipleFlags, dst.mod.name, opt.name)
+	}
+	dst.seen[opt.name] = true
+	var vals []string
+	for k := 0; k < opt.args; k++ {
+		if hasVal {
+			vals = append(vals, val)
+			hasVal = false
+			continue
+		}
+		if *i+1 >= len(args) {
+			return fmt.Errorf("%w: option \"--%s\" requires an argument", ErrMissingArgument, opt.name)
+		}
+		*i++
+		if args[*i] == "!" {
+			return fmt.Errorf("%w: put \"!\" before the option (\"! --%s VALUE\"), not after it", ErrSyntax, opt.name)
+		}
+		vals = append(vals, args[*i])
+	}
+	if hasVal {
+		return fmt.Errorf("%w: option \"--%s\" takes no argument", ErrSyntax, opt.name)
+	}
+	return dst.b.set(&p.ctx, opt.name, inv, vals)
+}
+
+// protoModule names the match an implicit -p loads.
+func protoModule(p uint8) string {
+	switch p {
+	case ProtoTCP:
+		return "tcp"
+	case ProtoUDP:
+		return "udp"
+	case ProtoICMP:
+		return "icmp"
+	case ProtoICMPv6:
+		return "icmp6"
+	case ProtoSCTP:
+		return "sctp"
+	case ProtoUDPLite:
+		return "udplite"
+	}
+	return ""
+}
+
+func (p *ruleParser) finish() error {
+	if p.ctx.table == Filter || p.ctx.table == Security || p.ctx.table == Raw || p.ctx.table == Mangle || p.ctx.table == NAT {
+		if h, ok := hookByName(p.ctx.chain); ok {
+			if p.rule.IP.Out != "" && (h == Prerouting || h == Input) {
+				return atToken("-o", fmt.Errorf("%w: can't use -o with %s", ErrNotAllowed, h))
+			}
+			if p.rule.IP.In != "" && (h == Postrouting || h == Output) {
+				return atToken("-i", fmt.Errorf("%w: can't use -i with %s", ErrNotAllowed, h))
+			}
+		}
+	}
+	for _, in := range p.matches {
+		v, err := in.b.done(&p.ctx)
+		if err != nil {
+			return atToken("-m", fmt.Errorf("%s: %w", in.mod.name, err))
+		}
+		p.rule.Matches = append(p.rule.Matches, v.(Match))
+	}
+	switch {
+	case p.target != nil:
+		v, err := p.target.b.done(&p.ctx)
+		if err != nil {
+			return atToken("-j", fmt.Errorf("%s: %w", p.target.mod.name, err))
+		}
+		p.rule.Target = v.(Target)
+	case p.jump != "":
+		switch p.jump {
+		case "ACCEPT":
+			p.rule.Target = Accept
+		case "DROP":
+			p.rule.Target = Drop
+		case "RETURN":
+			p.rule.Target = Return
+		default:
+			p.rule.Target = &JumpTarget{Chain: p.jump, Goto: p.isGoto}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,424 @@
+package netfilter
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/packetwalk/packetwalk/conntrack"
+)
+
+// Verdict is the fate netfilter gave a packet.
+type Verdict uint8
+
+// Verdicts.
+const (
+	VerdictAccept Verdict = iota
+	VerdictDrop
+	VerdictReject
+)
+
+// String returns "ACCEPT", "DROP" or "REJECT".
+func (v Verdict) String() string {
+	switch v {
+	case VerdictDrop:
+		return "DROP"
+	case VerdictReject:
+		return "REJECT"
+	}
+	return "ACCEPT"
+}
+
+// Disposition is where a packet ended up.
+type Disposition uint8
+
+// Dispositions.
+const (
+	// Delivered: the packet reached a local socket (after INPUT).
+	Delivered Disposition = iota
+	// Forwarded: the packet left on an interface after FORWARD and
+	// POSTROUTING.
+	Forwarded
+	// Sent: a locally generated packet left after OUTPUT and POSTROUTING.
+	Sent
+	// Dropped: a rule, a policy or the routing decision dropped it.
+	Dropped
+	// Rejected: REJECT dropped it and emitted an error reply.
+	Rejected
+)
+
+var dispositionNames = []string{"delivered", "forwarded", "sent", "dropped", "rejected"}
+
+// String returns the disposition in lower case ("forwarded").
+func (d Disposition) String() string {
+	if int(d) < len(dispositionNames) {
+		return dispositionNames[d]
+	}
+	return "unknown"
+}
+
+// Step is one event of a packet's walk: a rule that matched, a policy that
+// applied, or the routing decision.
+type Step struct {
+	Hook  Hook
+	Table TableID
+	Chain string
+	// Rule is the rule's 1-based position in Chain; 0 for a policy or a
+	// routing step.
+	Rule int
+	// Text is the rule as iptables -S prints it ("-A CHAIN ..."), empty for
+	// a policy.
+	Text string
+	// Action is what happened: CONTINUE, JUMP:X, GOTO:X, RETURN, ACCEPT,
+	// DROP, REJECT, POLICY:ACCEPT, POLICY:DROP, or ROUTE for the routing
+	// decision.
+	Action string
+	// Packet is the packet when the step happened (trace only).
+	Packet Packet
+}
+
+// Result is what happened to one packet.
+type Result struct {
+	Verdict     Verdict
+	Disposition Disposition
+	// Where is the deciding place: the rule or policy that dropped or
+	// rejected the packet, or the last one that accepted it.
+	Where Step
+	// Packet is the packet as it leaves the host (or as it was when it
+	// was dropped); its Out field names the output interface.
+	Packet Packet
+	// Emitted holds packets netfilter itself generated, such as REJECT's
+	// TCP reset or ICMP error.
+	Emitted []Packet
+	// Trace is every step, when the host's Tracing is on.
+	Trace []Step
+}
+
+func (h *Host) decide(c *evalCtx, r *crule) {
+	h.where = stepOf(c, r, "")
+}
+
+func stepOf(c *evalCtx, r *crule, action string) Step {
+	s := Step{Hook: c.hook, Table: c.table, Chain: r.chain.Name, Action: action}
+	if !r.end {
+		s.Rule = r.num
+	}
+	return s
+}
+
+func (h *Host) traceStep(c *evalCtx, r *crule, action string) {
+	if !h.Tracing {
+		return
+	}
+	s := stepOf(c, r, action)
+	if !r.end {
+		s.Text = string(appendSRule(nil, r.chain, r.rule, false))
+		s.Text = s.Text[:len(s.Text)-1]
+	} else {
+		s.Chain = hookChainName(c.hook)
+	}
+	s.Packet = *c.pkt
+	h.trace = append(h.trace, s)
+}
+
+func hookChainName(h Hook) string { return h.String() }
+
+// Registrations at a hook besides the tables: the conntrack lookup and
+// the confirmation that makes a new connection visible.
+const (
+	regTrack   TableID = numTables + iota
+	regConfirm TableID = numTables + iota
+)
+
+// hookTables lists what runs at a hook, in the kernel's priority order.
+// nat appears where its destination (PREROUTING, OUTPUT) or source (INPUT,
+// POSTROUTING) part runs.
+func (h *Host) hookTables(hk Hook) []TableID {
+	switch hk {
+	case Prerouting:
+		return []TableID{Raw, regTrack, Mangle, NAT}
+	case Input:
+		if h.cfg.Backend == Legacy {
+			return []TableID{Mangle, Filter, Security, NAT, regConfirm}
+		}
+		return []TableID{Mangle, Filter, NAT, Security, regConfirm}
+	case Forward:
+		return []TableID{Mangle, Filter, Security}
+	case Output:
+		return []TableID{Raw, regTrack, Mangle, NAT, Filter, Security}
+	case Postrouting:
+		return []TableID{Mangle, NAT, regConfirm}
+	}
+	return nil
+}
+
+// runHook sends the packet through everything registered at hook hk. It
+// reports whether the packet survives.
+func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
+	prog := h.progs[famIdx(p.Family)]
+	if prog == nil {
+		return true
+	}
+	c := &h.ctx
+	for _, id := range h.hookTables(hk) {
+		switch id {
+		case regTrack:
+			if !prog.conntrack || h.notrack {
+				continue
+			}
+			info, err := h.ct.Track(packetFacts(p))
+			if err != nil {
+				res.Verdict, res.Disposition = VerdictDrop, Dropped
+				h.where = Step{Hook: hk, Action: "CONNTRACK"}
+				return false
+			}
+			h.cur = info
+			continue
+		case regConfirm:
+			if h.cur.Entry != nil && !h.cur.Entry.Confirmed() {
+				if err := h.ct.Confirm(h.cur.Entry); err != nil {
+					res.Verdict, res.Disposition = VerdictDrop, Dropped
+					h.where = Step{Hook: hk, Action: "CONNTRACK"}
+					return false
+				}
+			}
+			continue
+		}
+		t := prog.tables[id]
+		if id == NAT {
+			if t == nil || h.cur.Entry == nil {
+				continue
+			}
+			if !h.natApplies(hk) {
+				h.translate(hk, p)
+				continue
+			}
+		}
+		if t == nil || t.entry[hk] < 0 {
+			continue
+		}
+		*c = evalCtx{pkt: p, hook: hk, table: id, host: h}
+		h.fillCT(c)
+		if h.Tracing {
+			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: "ENTER", Packet: *p})
+		}
+		v := h.runTable(t, c)
+		if id == Raw && c.notrack {
+			h.notrack = true
+		}
+		if id == NAT && v != vDrop {
+			if !h.bindNAT(hk, p, c.nat) {
+				v = vDrop
+			} else {
+				h.translate(hk, p)
+			}
+		}
+		if v == vDrop {
+			res.Verdict = VerdictDrop
+			res.Disposition = Dropped
+			if c.rejected {
+				res.Verdict, res.Disposition = VerdictReject, Rejected
+				if e, ok := buildReject(p, c.reject); ok {
+					res.Emitted = append(res.Emitted, e)
+				}
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// fillCT describes the packet's connection for the conntrack matches.
+func (h *Host) fillCT(c *evalCtx) {
+	c.ct = ctInfo{untracked: h.notrack}
+	e := h.cur.Entry
+	if e == nil {
+		return
+	}
+	ct := &c.ct
+	ct.tracked = true
+	ct.reply = h.cur.Dir == conntrack.Reply
+	switch h.cur.State {
+	case conntrack.StateNew:
+		ct.state = CTNew
+	case conntrack.StateEstablished:
+		ct.state = CTEstablished
+	case conntrack.StateRelated:
+		ct.state = CTRelated
+	}
+	if e.NATed(conntrack.SNAT) {
+		ct.state |= CTSNAT
+	}
+	if e.NATed(conntrack.DNAT) {
+		ct.state |= CTDNAT
+	}
+	ct.status = CTStatus(e.Status)
+	ct.orig = ctTupleOf(e.Original)
+	ct.repl = ctTupleOf(e.Reply)
+	ct.expires = uint32(e.Timeout(h.clock.Now()) / time.Second)
+	ct.mark = e.Mark
+}
+
+func ctTupleOf(t conntrack.Tuple) ctTuple {
+	return ctTuple{src: t.Src, dst: t.Dst, srcPort: t.SrcPort, dstPort: t.DstPort, proto: t.Proto}
+}
+
+// setCTMark sets the mark of the packet's connection (CONNMARK).
+func (c *evalCtx) setCTMark(v uint32) {
+	if e := c.host.cur.Entry; e != nil {
+		e.Mark = v
+		c.ct.mark = v
+	}
+}
+
+// packetFacts is what conntrack needs to know of a packet.
+func packetFacts(p *Packet) conntrack.Facts {
+	return conntrack.Facts{Tuple: packetTuple(p), TCPFlags: uint8(p.TCPFlags), Len: p.Length}
+}
+
+// Receive sends a packet that arrived on interface iface through
+// PREROUTING, the routing decision, and INPUT or FORWARD and POSTROUTING.
+func (h *Host) Receive(iface string, p Packet) Result {
+	p.In, p.Out = iface, ""
+	if p.Family == 0 {
+		p.Family = familyOf(p.Dst)
+	}
+	return h.walk(&p, false)
+}
+
+// Send sends a packet from a local process: routing, OUTPUT, rerouting and
+// POSTROUTING. An unset source address is chosen like the kernel does, from
+// the output interface.
+func (h *Host) Send(p Packet) Result {
+	p.In = ""
+	if p.Family == 0 {
+		p.Family = familyOf(p.Dst)
+	}
+	return h.walk(&p, true)
+}
+
+func familyOf(a netip.Addr) Family {
+	if a.Is4() || a.Is4In6() {
+		return IPv4
+	}
+	return IPv6
+}
+
+func (h *Host) walk(p *Packet, local bool) Result {
+	h.trace = h.trace[:0]
+	h.where = Step{}
+	h.cur, h.notrack = conntrack.Info{}, false
+	var res Result
+	finish := func() Result {
+		res.Packet = *p
+		res.Where = h.where
+		if h.Tracing {
+			res.Trace = append([]Step(nil), h.trace...)
+		}
+		return res
+	}
+	if local {
+		out, ok := h.route(p.Dst)
+		if !ok {
+			res.Verdict, res.Disposition = VerdictDrop, Dropped
+			h.where = Step{Hook: Output, Action: "ROUTE"}
+			return finish()
+		}
+		p.Out = out.Iface
+		if !p.Src.IsValid() {
+			p.Src = h.sourceFor(out, p.Dst)
+		}
+		if !h.runHook(Output, p, &res) {
+			return finish()
+		}
+		if out2, ok := h.route(p.Dst); ok {
+			p.Out = out2.Iface // DNAT or a mark may have changed the route
+		}
+		if !h.runHook(Postrouting, p, &res) {
+			return finish()
+		}
+		res.Disposition = Sent
+		return finish()
+	}
+	if !h.runHook(Prerouting, p, &res) {
+		return finish()
+	}
+	if h.isLocal(p.Dst) {
+		if !h.runHook(Input, p, &res) {
+			return finish()
+		}
+		res.Disposition = Delivered
+		return finish()
+	}
+	out, ok := h.route(p.Dst)
+	if !ok || h.cfg.NoForwarding || out.Type != RouteUnicast {
+		res.Verdict, res.Disposition = VerdictDrop, Dropped
+		h.where = Step{Hook: Prerouting, Action: "ROUTE"}
+		return finish()
+	}
+	p.Out = out.Iface
+	if p.TTL <= 1 {
+		res.Verdict, res.Disposition = VerdictDrop, Dropped
+		h.where = Step{Hook: Prerouting, Action: "ROUTE"}
+		return finish()
+	}
+	p.TTL--
+	if !h.runHook(Forward, p, &res) {
+		return finish()
+	}
+	if !h.runHook(Postrouting, p, &res) {
+		return finish()
+	}
+	res.Disposition = Forwarded
+	return finish()
+}
+
+// route returns the longest-prefix route to dst.
+func (h *Host) route(dst netip.Addr) (Route, bool) {
+	best, found := Route{}, false
+	for _, r := range h.routes {
+		if r.Dst.Contains(dst) && (!found || r.Dst.Bits() > best.Dst.Bits()) {
+			best, found = r, true
+		}
+	}
+	if h.isLocal(dst) {
+		return Route{Dst: netip.PrefixFrom(dst, dst.BitLen()), Iface: "lo", Type: RouteLocal}, true
+	}
+	return best, found
+}
+
+// sourceFor picks the source address of a locally generated packet: the
+// first address of the output interface in the destination's family.
+func (h *Host) sourceFor(r Route, dst netip.Addr) netip.Addr {
+	if r.Type == RouteLocal {
+		return dst
+	}
+	if i := h.Interface(r.Iface); i != nil {
+		for _, a := range i.Addrs {
+			if a.Addr().Is4() == dst.Is4() {
+				return a.Addr()
+			}
+		}
+	}
+	return netip.Addr{}
+}
+
+// isLocal reports whether a is one of the host's addresses (the kernel's
+// local routing table), including all of 127.0.0.0/8 and ::1.
+func (h *Host) isLocal(a netip.Addr) bool {
+	if a.Is4() && a.As4()[0] == 127 || a == netip.IPv6Loopback() {
+		return true
+	}
+	for _, i := range h.ifaces {
+		for _, p := range i.Addrs {
+			if p.Addr() == a {
+				return true
+			}
+		}
+	}
+	for _, r := range h.routes {
+		if r.Type == RouteLocal && r.Dst.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,99 @@
+package netfilter
+
+// runTable sends the packet in c through table t at hook c.hook and
+// returns the table's verdict: vAccept or vDrop.
+func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
+	pc := t.entry[c.hook]
+	if pc < 0 {
+		return vAccept
+	}
+	stack := t.stack
+	sp := 0
+	p := c.pkt
+	for {
+		r := &t.rules[pc]
+		if r.end {
+			if r.chain.builtin || sp == 0 {
+				// A built-in chain's end, or a user chain reached by goto
+				// from it: the built-in policy decides.
+				base := &t.rules[t.baseEnd[c.hook]]
+				base.chain.Counters.Packets++
+				base.chain.Counters.Bytes += uint64(p.Length)
+				h.traceStep(c, base, "POLICY:"+base.policy.String())
+				if base.policy == PolicyDrop {
+					h.decide(c, base)
+					return vDrop
+				}
+				h.decide(c, base)
+				return vAccept
+			}
+			sp--
+			pc = stack[sp]
+			continue
+		}
+		if !r.matchIP(p) || !h.runMatches(r, c) {
+			if c.hotdrop {
+				h.decide(c, r)
+				return vDrop
+			}
+			pc++
+			continue
+		}
+		r.rule.Counters.Packets++
+		r.rule.Counters.Bytes += uint64(p.Length)
+		kind := r.kind
+		if r.apply != nil {
+			c.rule = r
+			kind = r.apply.apply(c)
+		}
+		switch kind {
+		case vContinue:
+			h.traceStep(c, r, "CONTINUE")
+			pc++
+		case vAccept:
+			h.traceStep(c, r, "ACCEPT")
+			h.decide(c, r)
+			return vAccept
+		case vDrop:
+			if c.rejected {
+				h.traceStep(c, r, "REJECT")
+			} else {
+				h.traceStep(c, r, "DROP")
+			}
+			h.decide(c, r)
+			return vDrop
+		case vReturn:
+			h.traceStep(c, r, "RETURN")
+			if sp == 0 {
+				// RETURN from a built-in chain, or from a user chain
+				// entered by goto from it, applies the policy.
+				pc = t.baseEnd[c.hook]
+				continue
+			}
+			sp--
+			pc = stack[sp]
+		case vJump:
+			h.traceStep(c, r, "JUMP:"+r.rule.Target.Name())
+			stack[sp] = pc + 1
+			sp++
+			pc = r.jump
+		case vGoto:
+			h.traceStep(c, r, "GOTO:"+r.rule.Target.Name())
+			pc = r.jump
+		}
+	}
+}
+
+func (h *Host) runMatches(r *crule, c *evalCtx) bool {
+	c.rule = r
+	for i, m := range r.rule.Matches {
+		c.matchIdx = i
+		if !m.match(c) {
+			return false
+		}
+		if c.hotdrop {
+			return false
+		}
+	}
+	return true
+}
