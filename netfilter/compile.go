@@ -25,6 +25,9 @@ type crule struct {
 	policy Policy  // for the end marker of a built-in chain
 	// state holds per-rule mutable state (nth counters), indexed by match.
 	state []uint32
+	// ext holds per-rule state larger than a uint32 (limit's token
+	// bucket), indexed by match; nil when no match of the rule needs it.
+	ext []any
 
 	src, dst netip.Prefix // copies for the fast path
 }
@@ -114,6 +117,12 @@ func compile(rs *Ruleset) (*program, error) {
 					if s, ok := m.(stateful); ok {
 						cr.state[k] = s.initialState()
 					}
+					if s, ok := m.(extStateful); ok {
+						if cr.ext == nil {
+							cr.ext = make([]any, len(r.Matches))
+						}
+						cr.ext[k] = s.newState()
+					}
 				}
 				ct.rules = append(ct.rules, cr)
 			}
@@ -160,6 +169,12 @@ func chainDepth(t *Table) int {
 // statistic's nth counter.
 type stateful interface {
 	initialState() uint32
+}
+
+// extStateful is implemented by matches whose per-rule state does not fit
+// a uint32; newState returns a fresh state for one compiled rule.
+type extStateful interface {
+	newState() any
 }
 
 // matchIP is the fixed header test every rule starts with.

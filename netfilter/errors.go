@@ -21,6 +21,7 @@ var (
 	ErrBuiltinChain     = errors.New("built-in chain")
 	ErrLoop             = errors.New("loop of jumps")
 	ErrTooDeep          = errors.New("chains nested too deep")
+	ErrNoSuchSet        = errors.New("no such ipset")
 	ErrNotAllowed       = errors.New("not allowed here")
 	ErrNoSuchRule       = errors.New("no such rule")
 	ErrSyntax           = errors.New("syntax error")

@@ -34,6 +34,8 @@ type evalCtx struct {
 	ct ctInfo
 	// nat is set by a NAT target for the host to bind.
 	nat *natRequest
+	// natReq is the storage nat points to, so NAT targets do not allocate.
+	natReq natRequest
 }
 
 // applier is implemented by targets that act on the packet; targets that

@@ -1,7 +1,6 @@
 package netfilter
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/ipset"
 )
 
 // Clock is the host's source of time; conntrack timeouts, recent entries
@@ -90,6 +90,9 @@ type Host struct {
 	progs  [2]*program
 	ctx    evalCtx
 	ct     *conntrack.Table
+	sets   *ipset.Registry
+	// setRefs are the set references each family's rules hold.
+	setRefs [2][]string
 	// cur is the current packet's connection, set at the conntrack hook;
 	// notrack is set when raw's NOTRACK or CT --notrack untracked it.
 	cur     conntrack.Info
@@ -110,8 +113,12 @@ func NewHost(cfg HostConfig) *Host {
 	h.rules[0], h.rules[1] = NewRuleset(IPv4), NewRuleset(IPv6)
 	h.ctx.host = h
 	h.ct = conntrack.NewTable(conntrack.Config{Clock: h.clock, Seed: cfg.Seed ^ 0x5bd1e995})
+	h.sets = ipset.NewRegistry(h.clock, rand.New(rand.NewPCG(cfg.Seed, 0x1b873593)))
 	return h
 }
+
+// Sets returns the host's ipset registry, which the set match reads.
+func (h *Host) Sets() *ipset.Registry { return h.sets }
 
 // Conntrack returns the host's connection-tracking table.
 func (h *Host) Conntrack() *conntrack.Table { return h.ct }
@@ -189,9 +196,41 @@ func (h *Host) Load(rs *Ruleset) error {
 			}
 		}
 	}
+	sets := setNames(rs)
+	for _, n := range sets {
+		if h.sets.Get(n) == nil {
+			return fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n)
+		}
+	}
 	i := famIdx(rs.family)
+	// Rules hold references on their sets, which ipset list shows and
+	// which keep a set from being destroyed.
+	for _, n := range h.setRefs[i] {
+		_ = h.sets.Unref(n)
+	}
+	for _, n := range sets {
+		_, _ = h.sets.Ref(n)
+	}
+	h.setRefs[i] = sets
 	h.rules[i], h.progs[i] = rs, p
 	return nil
+}
+
+// setNames lists the set each set match of rs names, once per rule.
+func setNames(rs *Ruleset) []string {
+	var out []string
+	for _, t := range rs.Tables() {
+		for _, c := range t.Chains() {
+			for _, r := range c.Rules {
+				for _, m := range r.Matches {
+					if sm, ok := m.(*SetMatch); ok {
+						out = append(out, sm.Name)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Restore applies iptables-restore input to the host's IPv4 ruleset, or to
@@ -219,5 +258,3 @@ func (h *Host) Exec(line string) error {
 	}
 	return h.Load(rs)
 }
-
-var errNoRoute = errors.New("no route to host")

@@ -89,7 +89,8 @@ func appendListHeader(b []byte, t *Table, c *Chain, opt ListOptions) []byte {
 	if opt.Verbose {
 		b = append(b, " in     out    "...)
 	}
-	return append(b, "  source               destination         \n"...)
+	// " %-19s " for each address column.
+	return append(b, " source               destination         \n"...)
 }
 
 // appendListRule appends one rule row.
@@ -105,7 +106,11 @@ func (rs *Ruleset) appendListRule(b []byte, num int, r *Rule, opt ListOptions) [
 	}
 	start := len(b)
 	if r.Target != nil {
-		b = append(b, r.Target.Name()...)
+		if ln, ok := r.Target.(listNamer); ok {
+			b = append(b, ln.listName()...) // NOTRACK lists as CT
+		} else {
+			b = append(b, r.Target.Name()...)
+		}
 	}
 	b = padRight(b, start, 9)
 	b = append(b, ' ')
@@ -118,7 +123,8 @@ func (rs *Ruleset) appendListRule(b []byte, num int, r *Rule, opt ListOptions) [
 	} else {
 		b = append(b, protoName(ip.Proto)...)
 	}
-	b = padRight(b, start, 5)
+	b = padRight(b, start, 4) // "%-4s ": a long name still gets its space
+	b = append(b, ' ')
 
 	// The fragment flag: '-' or '!' for its inversion, then '-' or 'f'.
 	switch ip.Fragment {
@@ -245,6 +251,14 @@ var listNetworkNames = map[netip.Addr]string{
 	netip.AddrFrom4([4]byte{0, 0, 0, 0}):     "default",
 	netip.AddrFrom4([4]byte{127, 0, 0, 0}):   "loopback",
 	netip.AddrFrom4([4]byte{169, 254, 0, 0}): "link-local",
+}
+
+// appendLibcPrefix appends "ADDR/BITS" with the address as glibc writes
+// it, as iptables-save and -S print -s and -d.
+func appendLibcPrefix(b []byte, p netip.Prefix) []byte {
+	b = appendLibcAddr(b, p.Addr())
+	b = append(b, '/')
+	return strconv.AppendInt(b, int64(p.Bits()), 10)
 }
 
 // appendLibcAddr appends an address as glibc's inet_ntop writes it, which

@@ -29,6 +29,13 @@ func parsePort(s, proto string) (uint16, bool) {
 	if n, err := strconv.ParseUint(s, 10, 16); err == nil {
 		return uint16(n), true
 	}
+	if proto == "udp" || proto == "udplite" {
+		// iptables 1.8.9's udp match stores a larger number truncated to
+		// 16 bits (--dport 70000 saves as 4464), where tcp refuses it.
+		if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+			return uint16(n), true
+		}
+	}
 	if p, ok := serviceByName(s, proto); ok {
 		return p, true
 	}
@@ -55,10 +62,8 @@ func parsePortRange(s, proto string) (PortRange, bool) {
 			return r, false
 		}
 	}
-	if r.Lo > r.Hi {
-		r.Lo, r.Hi = r.Hi, r.Lo // iptables swaps a reversed range
-	}
-	return r, true
+	// iptables refuses a reversed range ("invalid portrange (min > max)").
+	return r, r.Lo <= r.Hi
 }
 
 // TCPMatch is "-m tcp": ports, flags and options of TCP packets.

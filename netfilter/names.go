@@ -74,12 +74,12 @@ func Tables() []TableID { return []TableID{Mangle, Security, Raw, Filter, NAT} }
 
 // Hook is a netfilter hook: a point on a packet's path where tables run.
 //
-//	 in ──► PREROUTING ──► routing ──┬──► INPUT ──► local process
-//	                                  │                   │
-//	                                  └──► FORWARD        ▼
-//	                                          │         OUTPUT
-//	                                          ▼           │
-//	                                     POSTROUTING ◄────┘ ──► out
+//	in ──► PREROUTING ──► routing ──┬──► INPUT ──► local process
+//	                                 │                   │
+//	                                 └──► FORWARD        ▼
+//	                                         │         OUTPUT
+//	                                         ▼           │
+//	                                    POSTROUTING ◄────┘ ──► out
 type Hook uint8
 
 // The hooks, in the order iptables prints a table's built-in chains.
@@ -127,15 +127,6 @@ func (t TableID) Hooks() []Hook {
 		return nil
 	}
 	return append([]Hook(nil), tableHooks[t]...)
-}
-
-func (t TableID) hasHook(h Hook) bool {
-	for _, x := range tableHooks[t] {
-		if x == h {
-			return true
-		}
-	}
-	return false
 }
 
 // Policy is the verdict of a built-in chain when a packet falls off its end.

@@ -25,6 +25,9 @@ type natRequest struct {
 	minPort, maxPort   uint16     // 0: keep the port
 	random, randomFull bool
 	persistent         bool
+	// basePort, when not zero, asks for the shifted port mapping of
+	// PORT-PORT/BASE: port = minPort + (original - basePort) mod range.
+	basePort uint16
 }
 
 // natApplies reports whether the nat table runs for this packet: only for

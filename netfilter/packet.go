@@ -75,6 +75,17 @@ type Packet struct {
 	// TCPOptions records which TCP option kinds the header carries, as a
 	// bit set indexed by kind, for --tcp-option.
 	TCPOptions [4]uint64
+	// PktType is the link-layer class of the frame (skb->pkt_type) for
+	// -m pkttype; PktAuto derives it from the destination address.
+	PktType PktType
+	// UID and GID own the local socket that sent the packet; HasSocket
+	// says there is one (-m owner).
+	UID, GID  uint32
+	HasSocket bool
+	// PhysIn and PhysOut are the bridge ports of a bridged frame, and
+	// Bridged says the frame crossed a bridge (-m physdev).
+	PhysIn, PhysOut string
+	Bridged         bool
 }
 
 // hasTCPOption reports whether the TCP header carries option kind.

@@ -222,6 +222,10 @@ func (p *ruleParser) setAddr(name string, inv bool, v string) error {
 		}
 		list = append(list, pfx)
 	}
+	if inv && list[0].Bits() == 0 {
+		// The kernel refuses a negated match-everything address (EINVAL).
+		return fmt.Errorf("%w: \"! %s %s\" can never match", ErrBadValue, key, v)
+	}
 	if len(list) > 1 && inv {
 		return fmt.Errorf("%w: ! not allowed with multiple source or destination IP addresses", ErrIncompatibleOpts)
 	}
@@ -403,7 +407,7 @@ func (p *ruleParser) setTarget(name string, isGoto bool) error {
 		if isGoto {
 			return fmt.Errorf("%w: goto %q: -g needs a user chain", ErrNotAllowed, name)
 		}
-	} else if len(name) > 28 || strings.HasPrefix(name, "-") {
+	} else if len(name) > 28 || strings.HasPrefix(name, "-") || unmodelledTargets[name] {
 		return fmt.Errorf("%w %q", ErrUnknownTarget, name)
 	}
 	p.jump, p.isGoto = name, isGoto
@@ -433,7 +437,7 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 		}
 	}
 	if dst == nil && p.rule.IP.Proto != 0 && !p.rule.IP.InvProto {
-		if m, ok := matchModules[protoModule(p.rule.IP.Proto)]; ok {
+		if m, ok := matchModules[protoModule(p.rule.IP.Proto)]; ok && m.allows(p.ctx.family) {
 			if o, ok := m.lookup(name); ok {
 				loaded := false
 				for _, in := range p.matches {
@@ -539,4 +543,13 @@ func (p *ruleParser) finish() error {
 		}
 	}
 	return nil
+}
+
+// unmodelledTargets are xtables target extensions packetwalk does not model;
+// naming them is an error rather than a jump to a missing chain.
+var unmodelledTargets = map[string]bool{
+	"AUDIT": true, "CHECKSUM": true, "CLASSIFY": true, "CLUSTERIP": true, "CONNSECMARK": true,
+	"DSCP": true, "ECN": true, "HMARK": true, "IDLETIMER": true, "LED": true, "NETMAP": true,
+	"NFQUEUE": true, "QUEUE": true, "RATEEST": true, "SECMARK": true, "SYNPROXY": true, "TCPMSS": true,
+	"TCPOPTSTRIP": true, "TEE": true, "TOS": true, "TPROXY": true, "TTL": true, "ULOG": true,
 }

@@ -217,7 +217,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			res.Disposition = Dropped
 			if c.rejected {
 				res.Verdict, res.Disposition = VerdictReject, Rejected
-				if e, ok := buildReject(p, c.reject); ok {
+				if e, ok := h.rejectReply(p, c.reject); ok {
 					res.Emitted = append(res.Emitted, e)
 				}
 			}

@@ -104,15 +104,15 @@ func appendCounterPair(b []byte, c Counters) []byte {
 // as -S -v prints them), matches, target.
 func (r *Rule) appendSpec(b []byte, cnt *Counters) []byte {
 	ip := &r.IP
-	if ip.Src.IsValid() {
+	if ip.Src.IsValid() && (ip.Src.Bits() > 0 || ip.InvSrc) { // iptables-save omits an address /0
 		b = appendNot(b, ip.InvSrc)
 		b = append(b, " -s "...)
-		b = ip.Src.AppendTo(b)
+		b = appendLibcPrefix(b, ip.Src)
 	}
-	if ip.Dst.IsValid() {
+	if ip.Dst.IsValid() && (ip.Dst.Bits() > 0 || ip.InvDst) {
 		b = appendNot(b, ip.InvDst)
 		b = append(b, " -d "...)
-		b = ip.Dst.AppendTo(b)
+		b = appendLibcPrefix(b, ip.Dst)
 	}
 	if ip.In != "" {
 		b = appendNot(b, ip.InvIn)

@@ -13,7 +13,7 @@ var (
 // Name implements Target.
 func (t *VerdictTarget) Name() string { return t.name }
 
-func (t *VerdictTarget) appendSave(b []byte) []byte          { return b }
+func (t *VerdictTarget) appendSave(b []byte) []byte         { return b }
 func (t *VerdictTarget) appendList(b []byte, _ bool) []byte { return b }
 
 // JumpTarget continues evaluation in a user-defined chain: -j CHAIN, or
@@ -27,5 +27,5 @@ type JumpTarget struct {
 // Name implements Target.
 func (t *JumpTarget) Name() string { return t.Chain }
 
-func (t *JumpTarget) appendSave(b []byte) []byte          { return b }
+func (t *JumpTarget) appendSave(b []byte) []byte         { return b }
 func (t *JumpTarget) appendList(b []byte, _ bool) []byte { return b }

@@ -58,7 +58,7 @@ func splitArgs(line string) ([]string, error) {
 
 // appendQuoted appends s the way iptables-save writes a string option
 // (xtables_save_string): bare when it is made only of letters, digits,
-// '-' and '_', otherwise in double quotes with '"', '\\' and '\'' escaped.
+// '-' and '_', otherwise in double quotes with '"', '\\' and '\” escaped.
 func appendQuoted(b []byte, s string) []byte {
 	plain := s != ""
 	for i := 0; i < len(s); i++ {

@@ -91,6 +91,15 @@ func (t *Table) validate(f Family) error {
 				if err := checkPlace(matchModules[m.Module()], t.id, mask); err != nil {
 					return &ruleError{r, err}
 				}
+				if hc, ok := m.(hookChecker); ok {
+					if err := hc.checkHooks(mask); err != nil {
+						return &ruleError{r, err}
+					}
+				}
+			}
+			if r.Target == Drop && t.id == NAT {
+				// iptables refuses DROP in the nat table.
+				return &ruleError{r, fmt.Errorf("%w: DROP is not allowed in the nat table", ErrNotAllowed)}
 			}
 			if r.Target != nil {
 				if mod := targetModules[r.Target.Name()]; mod != nil {
@@ -134,4 +143,11 @@ func checkPlace(m *module, t TableID, mask uint8) error {
 		return fmt.Errorf("%w: %s cannot be used in %s", ErrNotAllowed, m.name, strings.Join(hs, ", "))
 	}
 	return nil
+}
+
+// hookChecker is implemented by matches whose allowed hooks depend on
+// their options (addrtype's interface limits, physdev's output tests);
+// mask has bit 1<<h set for each hook h that reaches the rule.
+type hookChecker interface {
+	checkHooks(mask uint8) error
 }

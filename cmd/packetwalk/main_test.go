@@ -1,0 +1,238 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of cmd/packetwalk")
+
+const node1 = "testdata/node1"
+
+// golden cases run the command in-process; each golden file holds the
+// exit status, stdout and stderr.
+var goldenCases = []struct {
+	name  string
+	args  []string
+	stdin string
+}{
+	{"help", []string{"--help"}, ""},
+	{"help-trace", []string{"trace", "--help"}, ""},
+	{"help-save", []string{"save", "-h"}, ""},
+	{"help-list", []string{"help", "list"}, ""},
+	{"help-demo", []string{"demo", "--help"}, ""},
+	{"trace-text", []string{"trace", "--node", node1, "--packets", node1 + "/packets"}, ""},
+	{"trace-json", []string{"trace", "--node", node1, "--packets", node1 + "/packets", "--format", "json"}, ""},
+	{"trace-xtables", []string{"trace", "--node", node1, "--packets", node1 + "/packets", "--format=xtables"}, ""},
+	{"trace-flags-after-packets", []string{"trace", "in=eth0 src=10.0.0.2 dst=10.0.0.1 proto=icmp", "--addr", "eth0=10.0.0.1/24", "--format", "json"}, ""},
+	{"trace-stdin-rules", []string{"trace", "--rules", "-", "--addr", "eth0=10.0.0.1/24", "--iface", "cali7",
+		"--route", "10.244.7.0/24=cali7", "in=eth0 src=10.0.0.2 dst=10.244.7.3 proto=udp dport=53"},
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n-A FORWARD -o cali+ -p udp -m udp --dport 53 -j ACCEPT\nCOMMIT\n"},
+	{"trace-forwarding-off", []string{"trace", "--addr", "eth0=10.0.0.1/24", "--addr", "eth1=10.1.0.1/24",
+		"--sysctl", "net.ipv4.ip_forward=0", "in=eth0 src=10.0.0.2 dst=10.1.0.9"}, ""},
+	{"trace-ipv6", []string{"trace", "--addr", "eth0=fd00::1/64", "--rules6", node1 + "/ip6tables-save", "--format", "xtables",
+		"in=eth0 src=fd00::2 dst=fd00::1 proto=icmpv6", "in=eth0 src=fd00::2 dst=fd00::1 dport=22"}, ""},
+	{"save", []string{"save", "--node", node1, "--packets", node1 + "/packets", "-c"}, ""},
+	{"save-table", []string{"save", "--node", node1, "-t", "mangle"}, ""},
+	{"list-S", []string{"list", "--node", node1, "--packets", node1 + "/packets", "-S", "-v"}, ""},
+	{"list-S-rule", []string{"list", "--node", node1, "-S", "SSH", "2"}, ""},
+	{"list-nvL", []string{"list", "--node", node1, "--packets", node1 + "/packets", "-nvL", "--line-numbers"}, ""},
+	{"list-nvxL-chain", []string{"list", "--node", node1, "--packets", node1 + "/packets", "-t", "mangle", "-nvxL", "PREROUTING"}, ""},
+	{"demo", []string{"demo"}, ""},
+	{"demo-json", []string{"demo", "--format", "json"}, ""},
+
+	// Usage errors: exit 2.
+	{"usage-no-args", nil, ""},
+	{"err-unknown-command", []string{"frobnicate"}, ""},
+	{"err-unknown-flag", []string{"trace", "--bogus", "dst=10.0.0.1"}, ""},
+	{"err-bad-addr-flag", []string{"trace", "--addr", "eth0=10.0.0.300/24", "dst=10.0.0.1"}, ""},
+	{"err-bad-format", []string{"trace", "--format", "yaml", "dst=10.0.0.1"}, ""},
+	{"err-unknown-sysctl", []string{"trace", "--sysctl", "net.core.somaxconn=4096", "dst=10.0.0.1"}, ""},
+	{"err-no-packets", []string{"trace", "--addr", "eth0=10.0.0.1/24"}, ""},
+	{"err-list-two-forms", []string{"list", "-S", "-L"}, ""},
+	{"err-stdin-twice", []string{"trace", "--rules", "-", "--rules6", "-", "dst=10.0.0.1"}, ""},
+
+	// Bad input: exit 1, one line naming file, line and token.
+	{"err-rules-line", []string{"trace", "--rules", "testdata/bad.rules", "dst=10.0.0.1"}, ""},
+	{"err-packet-token", []string{"trace", "--addr", "eth0=10.0.0.1/24", "dst=10.0.0.2", "dst=10.0.0.2 dport=http"}, ""},
+	{"err-packets-file-line", []string{"trace", "--node", node1, "--packets", "testdata/bad.packets"}, ""},
+	{"err-reply-forward", []string{"trace", "--addr", "eth0=10.0.0.1/24", "dst=10.0.0.2", "reply=3"}, ""},
+	{"err-unknown-in", []string{"trace", "--addr", "eth0=10.0.0.1/24", "in=eth9 src=10.0.0.2 dst=10.0.0.1"}, ""},
+	{"err-missing-file", []string{"trace", "--rules", "testdata/does-not-exist", "dst=10.0.0.1"}, ""},
+	{"err-ipsets-not-yet", []string{"trace", "--ipsets", "testdata/bad.rules", "dst=10.0.0.1"}, ""},
+	{"err-planned-command", []string{"explain", "dst=10.0.0.1"}, ""},
+	{"err-bad-addrs-json", []string{"trace", "--addrs", "testdata/bad-addr.json", "dst=10.0.0.1"}, ""},
+}
+
+func runCmd(args []string, stdin string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestGolden(t *testing.T) {
+	for _, tc := range goldenCases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runCmd(tc.args, tc.stdin)
+			got := fmt.Sprintf("exit: %d\n--- stdout\n%s--- stderr\n%s", code, stdout, stderr)
+			path := filepath.Join("testdata", "golden", tc.name+".golden")
+			if *update {
+				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+			}
+			want, err := os.ReadFile(path)
+			require.NoError(t, err, "run with -update to create the golden file")
+			assert.Equal(t, string(want), got)
+
+			// The contract around the exit status.
+			switch {
+			case strings.HasPrefix(tc.name, "err-"):
+				assert.NotZero(t, code)
+				assert.Empty(t, stdout, "nothing is written to stdout on error")
+				first := strings.TrimSuffix(strings.Split(stderr, "\nRun '")[0], "\n")
+				assert.NotContains(t, first, "\n", "the error is one line")
+			case strings.HasPrefix(tc.name, "usage-"):
+				assert.Equal(t, 2, code)
+			default:
+				assert.Zero(t, code, stderr)
+			}
+		})
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 2},
+		{[]string{"frobnicate"}, 2},
+		{[]string{"trace", "--bogus"}, 2},
+		{[]string{"trace", "--addr", "eth0"}, 2},
+		{[]string{"trace", "dst=10.0.0.1 proto=tcpx"}, 1},
+		{[]string{"trace", "--rules", "testdata/bad.rules", "dst=10.0.0.1"}, 1},
+		{[]string{"trace", "--help"}, 0},
+		{[]string{"demo"}, 0},
+	} {
+		code, _, _ := runCmd(tc.args, "")
+		assert.Equal(t, tc.want, code, "%q", tc.args)
+	}
+}
+
+// TestNothingHalfWritten: a bad packet after good ones leaves stdout empty.
+func TestNothingHalfWritten(t *testing.T) {
+	code, stdout, stderr := runCmd([]string{"trace", "--addr", "eth0=10.0.0.1/24",
+		"in=eth0 src=10.0.0.2 dst=10.0.0.1", "in=eth0 src=10.0.0.2 dst=10.0.0.1", "reply=7"}, "")
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "packetwalk trace: packet 3 (\"reply=7\"): reply to packet 7, which does not come earlier (this is packet 3) at \"reply=7\"\n", stderr)
+}
+
+// Example_snapshot lists the commands that capture a node for --node.
+func Example_snapshot() {
+	fmt.Print(snapshotCommands)
+	// Output:
+	// iptables-save -c > iptables-save
+	// ip6tables-save -c > ip6tables-save
+	// ipset save > ipset-save
+	// ip -j addr > ip-addr.json
+	// ip -j route > ip-route.json
+	// conntrack -L > conntrack
+}
+
+// Example_trace traces one packet through a one-rule firewall.
+func Example_trace() {
+	run([]string{"trace", "--addr", "eth0=10.0.0.1/24", "--rules", "-",
+		"in=eth0 src=10.0.0.2 dst=10.0.0.1 dport=23"},
+		strings.NewReader("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m tcp --dport 23 -j DROP\nCOMMIT\n"),
+		os.Stdout, os.Stderr)
+	// Output:
+	// packet 1: tcp 10.0.0.2:40001 > 10.0.0.1:23 flags=S ttl=64 len=40, in eth0
+	//   routing                     ROUTE  local delivery
+	//   INPUT    filter  INPUT  #1  DROP   -A INPUT -p tcp -m tcp --dport 23 -j DROP
+	//   => DROP, dropped at INPUT filter INPUT #1
+	//   dropped as: tcp 10.0.0.2:40001 > 10.0.0.1:23 flags=S ttl=64 len=40
+}
+
+// TestJSONShape checks the trace JSON field by field: the names and
+// order of the contract, and null for fields that do not apply.
+func TestJSONShape(t *testing.T) {
+	code, stdout, stderr := runCmd([]string{"trace", "--node", node1, "--format", "json",
+		"in=eth0 src=192.168.10.2 dst=192.168.10.1 dport=80 mark=0x2a",
+		"proto=icmp in=eth0 src=192.168.10.2 dst=192.168.10.1 id=77",
+		"in=eth0 src=192.168.10.2 dst=10.8.1.1"}, "")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	require.Len(t, lines, 3)
+
+	// Key order is part of the contract for people reading the lines.
+	assert.True(t, strings.HasPrefix(lines[0], `{"n":1,"verdict":"REJECT","disposition":"rejected","where":{"hook":"INPUT","table":"filter","chain":"INPUT","rule":4,"action":"REJECT"},"in":"eth0","out":null,"packet":{"proto":"tcp","src":"192.168.10.2","sport":40001,"dst":"192.168.10.1","dport":80,"flags":"S","type":null,"code":null,"id":null,"mark":"0x2a","ttl":64,"len":40},"emitted":[`), lines[0])
+	assert.True(t, strings.HasSuffix(lines[0], `,"conntrack":null}`), lines[0])
+
+	var objs []map[string]any
+	for _, l := range lines {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m))
+		objs = append(objs, m)
+	}
+	keys := func(m map[string]any) []string {
+		var ks []string
+		for k := range m {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		return ks
+	}
+	assert.Equal(t, []string{"conntrack", "disposition", "emitted", "in", "n", "out", "packet", "trace", "verdict", "where"}, keys(objs[0]))
+	pkt := objs[0]["packet"].(map[string]any)
+	assert.Equal(t, []string{"code", "dport", "dst", "flags", "id", "len", "mark", "proto", "sport", "src", "ttl", "type"}, keys(pkt))
+	trace := objs[0]["trace"].([]any)
+	require.NotEmpty(t, trace)
+	assert.Equal(t, []string{"action", "chain", "hook", "rule", "table", "text"}, keys(trace[0].(map[string]any)))
+	last := trace[len(trace)-1].(map[string]any)
+	assert.Equal(t, map[string]any{"hook": "INPUT", "table": "filter", "chain": "INPUT", "rule": float64(4),
+		"text": "-A INPUT -p tcp -m tcp --dport 80 -j REJECT --reject-with tcp-reset", "action": "REJECT"}, last)
+
+	// ICMP: ports and flags null, type/code/id set.
+	icmp := objs[1]["packet"].(map[string]any)
+	assert.Nil(t, icmp["sport"])
+	assert.Nil(t, icmp["dport"])
+	assert.Nil(t, icmp["flags"])
+	assert.Equal(t, float64(8), icmp["type"])
+	assert.Equal(t, float64(0), icmp["code"])
+	assert.Equal(t, float64(77), icmp["id"])
+	assert.Equal(t, float64(28), icmp["len"])
+	assert.Equal(t, "delivered", objs[1]["disposition"])
+
+	// A routing drop: where names the hook, no table or chain.
+	assert.Equal(t, map[string]any{"hook": "PREROUTING", "table": "", "chain": "", "rule": float64(0), "action": "ROUTE"}, objs[2]["where"])
+	assert.Equal(t, "DROP", objs[2]["verdict"])
+	assert.Equal(t, []any{}, objs[2]["emitted"])
+}
+
+// FuzzTrace runs whole command lines: any packet argument gives exit 0,
+// 1 or 2, and never output on failure.
+func FuzzTrace(f *testing.F) {
+	f.Add("in=eth0 src=192.168.10.2 dst=192.168.10.1 dport=22", "--format=json")
+	f.Add("proto=icmp dst=192.168.10.9", "--format=xtables")
+	f.Add("reply=1", "--format=text")
+	f.Fuzz(func(t *testing.T, pkt, format string) {
+		code, stdout, _ := runCmd([]string{"trace", "--node", node1, format, "in=eth0 src=192.168.10.2 dst=10.244.2.5", pkt}, "")
+		if code != 0 && code != 1 && code != 2 {
+			t.Fatalf("exit status %d", code)
+		}
+		if code != 0 && stdout != "" {
+			t.Fatalf("output on failure: %q", stdout)
+		}
+	})
+}

@@ -1,0 +1,448 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/packetwalk/packetwalk/netfilter"
+)
+
+// nodeInput holds the flags that describe the simulated node; every
+// subcommand that needs a node shares them.
+type nodeInput struct {
+	rules, rules6    string
+	ipsets, ctFile   string
+	addrsFile        string
+	routesFile       string
+	dir              string
+	addrs            addrList
+	ifaces           ifaceList
+	routes           routeList
+	sysctls          sysctlMap
+	backend          backendFlag
+	seed             uint64
+	stdinUsed        bool // "-" may be given to one flag only
+	snapshotWarnings []string
+}
+
+// nodeFlagsHelp ends the help of subcommands that take node input.
+const nodeFlagsHelp = `
+Node input: --node DIR loads whichever of iptables-save, ip6tables-save,
+ip-addr.json and ip-route.json it holds (explicit flags win); --addr,
+--iface and --route add to it. --addr also adds the connected route of its
+prefix (none for a /32), as the kernel does.
+`
+
+func (n *nodeInput) register(fs *flag.FlagSet) {
+	fs.StringVar(&n.dir, "node", "", "snapshot `DIR` (iptables-save, ip6tables-save, ip-addr.json, ip-route.json)")
+	fs.StringVar(&n.rules, "rules", "", "iptables-save `FILE` ('-' = stdin)")
+	fs.StringVar(&n.rules6, "rules6", "", "ip6tables-save `FILE` ('-' = stdin)")
+	fs.StringVar(&n.ipsets, "ipsets", "", "'ipset save' `FILE` (not supported yet)")
+	fs.StringVar(&n.ctFile, "conntrack", "", "'conntrack -L' `FILE` (not supported yet)")
+	fs.StringVar(&n.addrsFile, "addrs", "", "'ip -j addr' JSON `FILE`")
+	fs.StringVar(&n.routesFile, "routes", "", "'ip -j route' JSON `FILE`")
+	fs.Var(&n.addrs, "addr", "interface address `IFACE=CIDR` (repeatable)")
+	fs.Var(&n.ifaces, "iface", "interface `NAME` without address (repeatable)")
+	fs.Var(&n.routes, "route", "route `CIDR=IFACE[@GATEWAY]` (repeatable)")
+	fs.Var(&n.sysctls, "sysctl", "kernel setting `KEY=VALUE` (repeatable): net.ipv4.ip_forward, net.ipv4.conf.all.route_localnet, net.netfilter.nf_conntrack_tcp_loose; all 1 by default as on a Kubernetes node")
+	fs.Var(&n.backend, "backend", "iptables flavour `nft|legacy`")
+	fs.Uint64Var(&n.seed, "seed", 0, "seed `N` of the random source (statistic, NAT ports)")
+}
+
+// node is a built host with what the subcommands need to know about it.
+type node struct {
+	host  *netfilter.Host
+	clock *netfilter.ManualClock
+	// only6 is set when IPv6 rules were given and IPv4 ones were not, so
+	// save and list show the ip6tables view.
+	only6 bool
+	// sysctls are the effective kernel settings.
+	sysctls map[string]int
+}
+
+// sysctlDefaults are the settings packetwalk knows, with a Kubernetes
+// node's values.
+var sysctlDefaults = map[string]int{
+	"net.ipv4.ip_forward":                  1,
+	"net.ipv4.conf.all.route_localnet":     1,
+	"net.netfilter.nf_conntrack_tcp_loose": 1,
+}
+
+// inputError is bad input in a named file.
+type inputError struct {
+	file string
+	line int
+	err  error
+}
+
+func (e *inputError) Error() string {
+	var pe *netfilter.ParseError
+	if errors.As(e.err, &pe) && pe.Line > 0 {
+		msg := strings.TrimPrefix(pe.Error(), "line "+strconv.Itoa(pe.Line)+": ")
+		return e.file + ":" + strconv.Itoa(pe.Line) + ": " + msg
+	}
+	if e.line > 0 {
+		return e.file + ":" + strconv.Itoa(e.line) + ": " + e.err.Error()
+	}
+	return e.file + ": " + e.err.Error()
+}
+
+func (e *inputError) Unwrap() error { return e.err }
+
+// errNotYet marks inputs the command accepts by name but cannot use yet.
+var errNotYet = errors.New("not supported yet")
+
+// readInput reads a file named on the command line; "-" is stdin, once.
+func (n *nodeInput) readInput(stdin io.Reader, name string) ([]byte, error) {
+	if name == "-" {
+		if n.stdinUsed {
+			return nil, usagef("standard input ('-') given to more than one flag")
+		}
+		n.stdinUsed = true
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			return nil, &inputError{file: "<stdin>", err: err}
+		}
+		return data, nil
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err // *PathError names the file
+	}
+	return data, nil
+}
+
+func displayName(name string) string {
+	if name == "-" {
+		return "<stdin>"
+	}
+	return name
+}
+
+// build creates the host the flags describe. Interfaces come first (a
+// route needs its interface), then routes, then rules.
+func (n *nodeInput) build(stdin io.Reader) (*node, error) {
+	if n.ipsets != "" {
+		return nil, fmt.Errorf("--ipsets %s: ipset input is %w (the ipset package is not wired into the host)", n.ipsets, errNotYet)
+	}
+	if n.ctFile != "" {
+		return nil, fmt.Errorf("--conntrack %s: conntrack input is %w", n.ctFile, errNotYet)
+	}
+	sys := map[string]int{}
+	for k, v := range sysctlDefaults {
+		sys[k] = v
+	}
+	for k, v := range n.sysctls {
+		sys[k] = v
+	}
+	clock := netfilter.NewManualClock(clockStart)
+	h := netfilter.NewHost(netfilter.HostConfig{
+		Backend:      netfilter.Backend(n.backend),
+		Seed:         n.seed,
+		Clock:        clock,
+		NoForwarding: sys["net.ipv4.ip_forward"] == 0,
+	})
+	nd := &node{host: h, clock: clock, sysctls: sys}
+
+	// Which files to read: explicit flags win over the snapshot directory.
+	rules, rules6, addrsFile, routesFile := n.rules, n.rules6, n.addrsFile, n.routesFile
+	if n.dir != "" {
+		st, err := os.Stat(n.dir)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsDir() {
+			return nil, fmt.Errorf("--node %s: not a directory", n.dir)
+		}
+		pick := func(cur *string, base string) {
+			p := filepath.Join(n.dir, base)
+			if *cur == "" && fileExists(p) {
+				*cur = p
+			}
+		}
+		pick(&rules, "iptables-save")
+		pick(&rules6, "ip6tables-save")
+		pick(&addrsFile, "ip-addr.json")
+		pick(&routesFile, "ip-route.json")
+		for _, base := range []string{"ipset-save", "conntrack"} {
+			p := filepath.Join(n.dir, base)
+			if data, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(data))) > 0 {
+				n.snapshotWarnings = append(n.snapshotWarnings, fmt.Sprintf("%s: ignored, %v", p, errNotYet))
+			}
+		}
+	}
+
+	// Interfaces, merged by name in order of first mention.
+	var order []string
+	addrs := map[string][]netip.Prefix{}
+	mention := func(name string, ps ...netip.Prefix) {
+		if _, ok := addrs[name]; !ok {
+			order = append(order, name)
+			addrs[name] = nil
+		}
+		for _, p := range ps {
+			if !slices.Contains(addrs[name], p) {
+				addrs[name] = append(addrs[name], p)
+			}
+		}
+	}
+	var routes []netfilter.Route
+	if addrsFile != "" {
+		data, err := n.readInput(stdin, addrsFile)
+		if err != nil {
+			return nil, err
+		}
+		ifs, err := parseIPAddrJSON(data)
+		if err != nil {
+			return nil, &inputError{file: displayName(addrsFile), err: err}
+		}
+		for _, i := range ifs {
+			mention(i.Name, i.Addrs...)
+		}
+	}
+	for _, a := range n.addrs {
+		mention(a.iface, a.prefix)
+	}
+	for _, name := range n.ifaces {
+		mention(name)
+	}
+	connected := map[netfilter.Route]bool{}
+	for _, name := range order {
+		if err := h.AddInterface(name, addrs[name]...); err != nil {
+			return nil, fmt.Errorf("interface %q: %w", name, err)
+		}
+		for _, a := range addrs[name] {
+			if a.Bits() < a.Addr().BitLen() {
+				connected[netfilter.Route{Dst: a.Masked(), Iface: name}] = true
+			}
+		}
+	}
+	if routesFile != "" {
+		data, err := n.readInput(stdin, routesFile)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := parseIPRouteJSON(data)
+		if err != nil {
+			return nil, &inputError{file: displayName(routesFile), err: err}
+		}
+		routes = append(routes, rs...)
+	}
+	for _, r := range n.routes {
+		routes = append(routes, r)
+	}
+	for _, r := range routes {
+		if connected[r] {
+			continue // ip route lists the connected routes AddInterface made
+		}
+		if r.Type == netfilter.RouteUnicast && h.Interface(r.Iface) == nil {
+			return nil, fmt.Errorf("route %s: unknown interface %q (add it with --addr or --iface)", r.Dst, r.Iface)
+		}
+		if err := h.AddRoute(r); err != nil {
+			return nil, fmt.Errorf("route %s: %w", r.Dst, err)
+		}
+	}
+
+	// Rules.
+	load := func(f netfilter.Family, file string) error {
+		data, err := n.readInput(stdin, file)
+		if err != nil {
+			return err
+		}
+		if err := h.Restore(f, data, netfilter.RestoreOptions{Counters: true}); err != nil {
+			return &inputError{file: displayName(file), err: err}
+		}
+		return nil
+	}
+	if rules != "" {
+		if err := load(netfilter.IPv4, rules); err != nil {
+			return nil, err
+		}
+	}
+	if rules6 != "" {
+		if err := load(netfilter.IPv6, rules6); err != nil {
+			return nil, err
+		}
+	}
+	nd.only6 = rules == "" && rules6 != ""
+	return nd, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// addrList is the repeatable --addr IFACE=CIDR flag.
+type addrList []struct {
+	iface  string
+	prefix netip.Prefix
+}
+
+func (l *addrList) String() string { return "" }
+
+func (l *addrList) Set(s string) error {
+	name, cidr, ok := strings.Cut(s, "=")
+	if !ok || name == "" {
+		return fmt.Errorf("expected IFACE=CIDR, e.g. eth0=192.168.10.1/24")
+	}
+	if err := checkIfaceName(name); err != nil {
+		return err
+	}
+	p, err := parseAddrPrefix(cidr)
+	if err != nil {
+		return fmt.Errorf("bad address %q: expected ADDRESS/PREFIXLEN", cidr)
+	}
+	*l = append(*l, struct {
+		iface  string
+		prefix netip.Prefix
+	}{name, p})
+	return nil
+}
+
+// parseAddrPrefix parses an interface address: a CIDR keeping its host
+// bits, or a bare address meaning a host prefix (/32 or /128).
+func parseAddrPrefix(s string) (netip.Prefix, error) {
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	return netip.ParsePrefix(s)
+}
+
+// checkIfaceName applies the kernel's rule: 1 to 15 bytes, no '/', no
+// whitespace, not "." or "..".
+func checkIfaceName(name string) error {
+	if name == "" || len(name) > 15 || name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n") {
+		return fmt.Errorf("bad interface name %q: expected 1 to 15 characters without '/', ':' or spaces", name)
+	}
+	return nil
+}
+
+// ifaceList is the repeatable --iface NAME flag.
+type ifaceList []string
+
+func (l *ifaceList) String() string { return "" }
+
+func (l *ifaceList) Set(s string) error {
+	if err := checkIfaceName(s); err != nil {
+		return err
+	}
+	*l = append(*l, s)
+	return nil
+}
+
+// routeList is the repeatable --route CIDR=IFACE[@GATEWAY] flag.
+type routeList []netfilter.Route
+
+func (l *routeList) String() string { return "" }
+
+func (l *routeList) Set(s string) error {
+	r, err := parseRouteFlag(s)
+	if err != nil {
+		return err
+	}
+	*l = append(*l, r)
+	return nil
+}
+
+func parseRouteFlag(s string) (netfilter.Route, error) {
+	dst, via, ok := strings.Cut(s, "=")
+	if !ok {
+		return netfilter.Route{}, fmt.Errorf("expected CIDR=IFACE[@GATEWAY], e.g. default=eth0@192.168.10.254")
+	}
+	iface, gw, hasGW := strings.Cut(via, "@")
+	if err := checkIfaceName(iface); err != nil {
+		return netfilter.Route{}, err
+	}
+	r := netfilter.Route{Iface: iface}
+	if hasGW {
+		a, err := netip.ParseAddr(gw)
+		if err != nil {
+			return netfilter.Route{}, fmt.Errorf("bad gateway %q: expected an IP address", gw)
+		}
+		r.Gateway = a
+	}
+	if dst == "default" {
+		if r.Gateway.Is6() {
+			r.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+		} else {
+			r.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+		}
+		return r, nil
+	}
+	p, err := parseAddrPrefix(dst)
+	if err != nil {
+		return netfilter.Route{}, fmt.Errorf("bad destination %q: expected CIDR or default", dst)
+	}
+	if p != p.Masked() {
+		return netfilter.Route{}, fmt.Errorf("destination %s has host bits set: expected %s", p, p.Masked())
+	}
+	r.Dst = p
+	if r.Gateway.IsValid() && r.Gateway.Is4() != p.Addr().Is4() {
+		return netfilter.Route{}, fmt.Errorf("gateway %s and destination %s are of different families", r.Gateway, p)
+	}
+	return r, nil
+}
+
+// sysctlMap is the repeatable --sysctl KEY=VALUE flag.
+type sysctlMap map[string]int
+
+func (m *sysctlMap) String() string { return "" }
+
+func (m *sysctlMap) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("expected KEY=VALUE, e.g. net.ipv4.ip_forward=0")
+	}
+	if _, known := sysctlDefaults[k]; !known {
+		keys := make([]string, 0, len(sysctlDefaults))
+		for key := range sysctlDefaults {
+			keys = append(keys, key)
+		}
+		sort.Strings(keys)
+		return fmt.Errorf("unknown sysctl %q: expected one of %s", k, strings.Join(keys, ", "))
+	}
+	if v != "0" && v != "1" {
+		return fmt.Errorf("sysctl %s: bad value %q: expected 0 or 1", k, v)
+	}
+	if *m == nil {
+		*m = sysctlMap{}
+	}
+	(*m)[k] = int(v[0] - '0')
+	return nil
+}
+
+// backendFlag is --backend nft|legacy.
+type backendFlag netfilter.Backend
+
+func (b *backendFlag) String() string {
+	if netfilter.Backend(*b) == netfilter.Legacy {
+		return "legacy"
+	}
+	return "nft"
+}
+
+func (b *backendFlag) Set(s string) error {
+	switch s {
+	case "nft", "nf_tables":
+		*b = backendFlag(netfilter.NFTables)
+	case "legacy":
+		*b = backendFlag(netfilter.Legacy)
+	default:
+		return fmt.Errorf("unknown backend %q: expected nft or legacy", s)
+	}
+	return nil
+}

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/packetwalk/packetwalk/netfilter"
+)
+
+// JSON shape of `trace --format json`: one object per packet per line.
+// Fields that do not apply to the protocol are null rather than zero, so
+// a consumer can tell "port 0" from "no port".
+
+type jsonWhere struct {
+	Hook   string `json:"hook"`
+	Table  string `json:"table"`
+	Chain  string `json:"chain"`
+	Rule   int    `json:"rule"`
+	Action string `json:"action"`
+}
+
+type jsonPacket struct {
+	Proto string  `json:"proto"`
+	Src   *string `json:"src"`
+	Sport *uint16 `json:"sport"`
+	Dst   *string `json:"dst"`
+	Dport *uint16 `json:"dport"`
+	Flags *string `json:"flags"`
+	Type  *uint8  `json:"type"`
+	Code  *uint8  `json:"code"`
+	ID    *uint16 `json:"id"`
+	Mark  string  `json:"mark"`
+	TTL   uint8   `json:"ttl"`
+	Len   int     `json:"len"`
+}
+
+type jsonStep struct {
+	Hook   string `json:"hook"`
+	Table  string `json:"table"`
+	Chain  string `json:"chain"`
+	Rule   int    `json:"rule"`
+	Text   string `json:"text"`
+	Action string `json:"action"`
+}
+
+type jsonResult struct {
+	N           int          `json:"n"`
+	Verdict     string       `json:"verdict"`
+	Disposition string       `json:"disposition"`
+	Where       *jsonWhere   `json:"where"`
+	In          *string      `json:"in"`
+	Out         *string      `json:"out"`
+	Packet      jsonPacket   `json:"packet"`
+	Emitted     []jsonPacket `json:"emitted"`
+	Trace       []jsonStep   `json:"trace"`
+	Conntrack   *string      `json:"conntrack"` // null until conntrack is modelled
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func addrPtr(a netip.Addr) *string {
+	if !a.IsValid() {
+		return nil
+	}
+	return strPtr(a.String())
+}
+
+func packetJSON(p netfilter.Packet) jsonPacket {
+	j := jsonPacket{
+		Proto: protoName(p.Proto),
+		Src:   addrPtr(p.Src),
+		Dst:   addrPtr(p.Dst),
+		Mark:  "0x" + strconv.FormatUint(uint64(p.Mark), 16),
+		TTL:   p.TTL,
+		Len:   p.Length,
+	}
+	if hasPorts(p.Proto) {
+		sp, dp := p.SrcPort, p.DstPort
+		j.Sport, j.Dport = &sp, &dp
+	}
+	if p.Proto == netfilter.ProtoTCP {
+		j.Flags = strPtr(flagString(p.TCPFlags))
+	}
+	if isICMP(p.Proto) {
+		t, c, id := p.ICMPType, p.ICMPCode, p.ICMPID
+		j.Type, j.Code, j.ID = &t, &c, &id
+	}
+	return j
+}
+
+func resultJSON(o outcome) jsonResult {
+	res := o.res
+	j := jsonResult{
+		N:           o.n,
+		Verdict:     res.Verdict.String(),
+		Disposition: res.Disposition.String(),
+		In:          strPtr(o.in),
+		Out:         strPtr(res.Packet.Out),
+		Packet:      packetJSON(res.Packet),
+		Emitted:     []jsonPacket{},
+		Trace:       []jsonStep{},
+	}
+	if decided(res) {
+		w := &jsonWhere{Hook: res.Where.Hook.String(), Rule: res.Where.Rule, Action: whereAction(res)}
+		if res.Where.Action != "ROUTE" {
+			w.Table, w.Chain = res.Where.Table.String(), res.Where.Chain
+		}
+		j.Where = w
+	}
+	for _, e := range res.Emitted {
+		j.Emitted = append(j.Emitted, packetJSON(e))
+	}
+	for _, s := range res.Trace {
+		if s.Action == "ENTER" {
+			continue
+		}
+		j.Trace = append(j.Trace, jsonStep{
+			Hook: s.Hook.String(), Table: s.Table.String(), Chain: s.Chain,
+			Rule: s.Rule, Text: s.Text, Action: s.Action,
+		})
+	}
+	return j
+}
+
+func writeJSON(b *bytes.Buffer, outs []outcome) error {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false) // rule comments hold "->" and "&"
+	for _, o := range outs {
+		if err := enc.Encode(resultJSON(o)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// describe prints a packet in one line for people:
+// "tcp 192.168.10.2:40001 > 10.96.0.10:80 flags=S".
+func describe(p netfilter.Packet) string {
+	var b strings.Builder
+	b.WriteString(protoName(p.Proto))
+	b.WriteByte(' ')
+	ep := func(a netip.Addr, port uint16) string {
+		if !a.IsValid() {
+			return "?"
+		}
+		if hasPorts(p.Proto) {
+			return netip.AddrPortFrom(a, port).String()
+		}
+		return a.String()
+	}
+	b.WriteString(ep(p.Src, p.SrcPort))
+	b.WriteString(" > ")
+	b.WriteString(ep(p.Dst, p.DstPort))
+	switch {
+	case p.Proto == netfilter.ProtoTCP:
+		b.WriteString(" flags=" + flagString(p.TCPFlags))
+	case isICMP(p.Proto):
+		fmt.Fprintf(&b, " type=%d code=%d id=%d", p.ICMPType, p.ICMPCode, p.ICMPID)
+	}
+	if p.Mark != 0 {
+		fmt.Fprintf(&b, " mark=%#x", p.Mark)
+	}
+	fmt.Fprintf(&b, " ttl=%d len=%d", p.TTL, p.Length)
+	return b.String()
+}
+
+// writeText prints the walk for people: one line per step, then the
+// verdict and the packet as it leaves.
+func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
+	for i, o := range outs {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		res := o.res
+		from := "from a local process"
+		if o.in != "" {
+			from = "in " + o.in
+		}
+		fmt.Fprintf(b, "packet %d: %s, %s\n", o.n, describe(o.input), from)
+		var cols bytes.Buffer
+		tw := tabwriter.NewWriter(&cols, 0, 0, 2, ' ', 0)
+		routed := res.Where.Action == "ROUTE" // its own line below
+		route := func() {
+			if !routed {
+				routed = true
+				fmt.Fprintf(tw, "  routing\t\t\t\tROUTE\t%s\n", routeText(o))
+			}
+		}
+		if o.in == "" {
+			route() // a local packet is routed before OUTPUT
+		}
+		for _, s := range res.Trace {
+			if s.Hook != netfilter.Prerouting {
+				route()
+			}
+			if s.Action == "ENTER" {
+				continue
+			}
+			rule := "policy"
+			if s.Rule > 0 {
+				rule = "#" + strconv.Itoa(s.Rule)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", s.Hook, s.Table, s.Chain, rule, s.Action, s.Text)
+		}
+		if res.Disposition == netfilter.Delivered || res.Disposition == netfilter.Forwarded {
+			route()
+		}
+		if res.Where.Action == "ROUTE" {
+			fmt.Fprintf(tw, "  routing\t\t\t\tDROP\t%s\n", routeDropText(nd, res))
+		}
+		tw.Flush()
+		for _, l := range strings.SplitAfter(cols.String(), "\n") {
+			if l != "" {
+				b.WriteString(strings.TrimRight(l, " \n") + "\n")
+			}
+		}
+		verdict := res.Verdict.String() + ", " + res.Disposition.String()
+		switch {
+		case res.Where.Action == "ROUTE":
+			fmt.Fprintf(b, "  => %s by the routing decision\n", verdict)
+		case decided(res) && res.Where.Rule > 0:
+			fmt.Fprintf(b, "  => %s at %s %s %s #%d\n", verdict, res.Where.Hook, res.Where.Table, res.Where.Chain, res.Where.Rule)
+		case decided(res):
+			fmt.Fprintf(b, "  => %s at %s %s policy\n", verdict, res.Where.Hook, res.Where.Table)
+		default:
+			fmt.Fprintf(b, "  => %s (no rule saw it)\n", verdict)
+		}
+		switch res.Disposition {
+		case netfilter.Delivered:
+			fmt.Fprintf(b, "  delivered locally: %s\n", describe(res.Packet))
+		case netfilter.Forwarded, netfilter.Sent:
+			fmt.Fprintf(b, "  leaves %s: %s\n", res.Packet.Out, describe(res.Packet))
+		default:
+			fmt.Fprintf(b, "  dropped as: %s\n", describe(res.Packet))
+		}
+		for _, e := range res.Emitted {
+			fmt.Fprintf(b, "  netfilter emits: %s\n", describe(e))
+		}
+	}
+}
+
+// routeText is the routing decision's line: local delivery or the
+// output interface.
+func routeText(o outcome) string {
+	res := o.res
+	if res.Disposition == netfilter.Delivered {
+		return "local delivery"
+	}
+	for _, s := range res.Trace {
+		if s.Hook == netfilter.Input {
+			return "local delivery"
+		}
+		if s.Packet.Out != "" {
+			return "out " + s.Packet.Out
+		}
+	}
+	return "out " + res.Packet.Out
+}
+
+func routeDropText(nd *node, res netfilter.Result) string {
+	p := res.Packet
+	switch {
+	case res.Where.Hook == netfilter.Output:
+		return "no route to " + p.Dst.String()
+	case nd.sysctls["net.ipv4.ip_forward"] == 0:
+		return "not local and forwarding is off (net.ipv4.ip_forward=0)"
+	case p.TTL <= 1:
+		return "TTL expired in transit (or no route to " + p.Dst.String() + ")"
+	}
+	return "no route to " + p.Dst.String()
+}
+
+// xtablesID is the per-packet trace id; the kernel's is a hash of the
+// skb, this one is a stable function of the packet number.
+func xtablesID(n int) uint32 { return uint32(n) * 0x9e3779b1 }
+
+// writeXtables prints the `xtables-monitor --trace` form: a PACKET line at
+// each base chain the packet enters, then a TRACE line per matched rule
+// and a policy line when the base chain falls off its end.
+func writeXtables(b *bytes.Buffer, outs []outcome) {
+	for _, o := range outs {
+		id := xtablesID(o.n)
+		for _, s := range o.res.Trace {
+			fam, famArg := 2, "-4"
+			if s.Packet.Family == netfilter.IPv6 {
+				fam, famArg = 10, "-6"
+			}
+			if s.Action == "ENTER" {
+				appendXPacket(b, fam, id, s.Packet)
+				continue
+			}
+			fmt.Fprintf(b, " TRACE: %d %08x %s:%s:", fam, id, s.Table, s.Chain)
+			if pol, ok := strings.CutPrefix(s.Action, "POLICY:"); ok {
+				fmt.Fprintf(b, "policy:%s \n", pol)
+				continue
+			}
+			fmt.Fprintf(b, "rule:0x%x:%s  %s -t %s %s\n", s.Rule, xtablesVerdict(s.Action), famArg, s.Table, s.Text)
+		}
+	}
+}
+
+func xtablesVerdict(a string) string {
+	switch a {
+	case "RETURN":
+		return "0xfffffffb" // NFT_RETURN, printed raw by xtables-monitor
+	case "REJECT":
+		return "DROP"
+	}
+	return a
+}
+
+func appendXPacket(b *bytes.Buffer, fam int, id uint32, p netfilter.Packet) {
+	fmt.Fprintf(b, "PACKET: %d %08x ", fam, id)
+	if p.In != "" {
+		fmt.Fprintf(b, "IN=%s ", p.In)
+	}
+	if p.Out != "" {
+		fmt.Fprintf(b, "OUT=%s ", p.Out)
+	}
+	fmt.Fprintf(b, "SRC=%s DST=%s ", p.Src, p.Dst)
+	if p.Family == netfilter.IPv6 {
+		fmt.Fprintf(b, "LEN=%d TC=%d HOPLIMIT=%d FLOWLBL=0 ", p.Length, p.TOS, p.TTL)
+	} else {
+		fmt.Fprintf(b, "LEN=%d TOS=0x%x TTL=%d ID=%d ", p.Length, p.TOS, p.TTL, p.ID)
+		if p.FragOffset != 0 {
+			fmt.Fprintf(b, "FRAG:%d ", p.FragOffset)
+		}
+	}
+	if hasPorts(p.Proto) || p.Proto == 33 {
+		fmt.Fprintf(b, "SPORT=%d DPORT=%d ", p.SrcPort, p.DstPort)
+	}
+	if p.Proto == netfilter.ProtoTCP {
+		for _, f := range []struct {
+			f    netfilter.TCPFlags
+			name string
+		}{{netfilter.SYN, "SYN"}, {netfilter.ACK, "ACK"}, {netfilter.FIN, "FIN"}, {netfilter.RST, "RST"}, {netfilter.PSH, "PSH"}, {netfilter.URG, "URG"}} {
+			if p.TCPFlags&f.f != 0 {
+				b.WriteString(f.name + " ")
+			}
+		}
+	}
+	if p.Mark != 0 {
+		fmt.Fprintf(b, "MARK=0x%x ", p.Mark)
+	}
+	b.WriteByte('\n')
+}

@@ -1,0 +1,487 @@
+package conntrack
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Errors returned by the table. Wrapped errors name the tuple involved.
+var (
+	// ErrTableFull means nf_conntrack_max entries exist and none could be
+	// dropped early; the kernel drops the packet ("table full, dropping
+	// packet").
+	ErrTableFull = errors.New("conntrack table full")
+	// ErrClash means the entry's tuple is already used by another entry at
+	// confirmation; the kernel drops the packet.
+	ErrClash = errors.New("conntrack tuple clash")
+	// ErrConfirmed means a NAT binding was requested for an entry that is
+	// already confirmed (only the first packet of a connection sees nat).
+	ErrConfirmed = errors.New("conntrack entry already confirmed")
+	// ErrNATDone means a binding of that kind was already set up.
+	ErrNATDone = errors.New("conntrack NAT binding already set up")
+	// ErrBadRange means a NAT range is malformed (reversed, wrong family).
+	ErrBadRange = errors.New("bad NAT range")
+)
+
+// DefaultMax is the nf_conntrack_max used when Config.Max is zero. The
+// kernel derives its default from memory size; 262144 is a common value.
+const DefaultMax = 262144
+
+// Config configures a [Table]. The zero value of each field selects the
+// kernel default, except Clock, which is required.
+type Config struct {
+	Clock Clock      // required
+	Rand  *rand.Rand // NAT port choice; nil means a PCG seeded with Seed
+	Seed  uint64     // used when Rand is nil
+	// Timeouts; a zero Timeouts means DefaultTimeouts().
+	Timeouts Timeouts
+	// Max is nf_conntrack_max; zero means DefaultMax.
+	Max int
+	// TCPStrict disables mid-stream pickup (nf_conntrack_tcp_loose=0).
+	TCPStrict bool
+}
+
+// Table is a connection-tracking table for one network namespace.
+//
+// Only confirmed entries are stored. [Table.Track] returns a new entry
+// unconfirmed; it becomes visible to lookups when [Table.Confirm] runs (at
+// the last hook, as in the kernel). Expired entries are removed lazily when
+// a lookup meets them and by [Table.Expire]; [Table.Entries] and listings
+// never show them.
+//
+// A Table is not safe for concurrent use.
+type Table struct {
+	clock    Clock
+	rng      *rand.Rand
+	timeouts Timeouts
+	max      int
+	loose    bool
+	byTuple  map[Tuple]*Entry // both directions of every confirmed entry
+	bySrc    map[srcKey]*Entry
+	count    int
+}
+
+// srcKey is the kernel's nat bysource key: original source and protocol.
+type srcKey struct {
+	addr  netip.Addr
+	port  uint16
+	proto uint8
+	zone  uint16
+}
+
+func srcKeyOf(t Tuple) srcKey {
+	return srcKey{addr: t.Src, port: t.SrcPort, proto: t.Proto, zone: t.Zone}
+}
+
+// NewTable returns an empty table. It panics if cfg.Clock is nil, a
+// programming error.
+func NewTable(cfg Config) *Table {
+	if cfg.Clock == nil {
+		panic("conntrack: NewTable needs a Clock")
+	}
+	t := &Table{
+		clock:    cfg.Clock,
+		rng:      cfg.Rand,
+		timeouts: cfg.Timeouts,
+		max:      cfg.Max,
+		loose:    !cfg.TCPStrict,
+		byTuple:  make(map[Tuple]*Entry),
+		bySrc:    make(map[srcKey]*Entry),
+	}
+	if t.rng == nil {
+		t.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	}
+	if t.timeouts == (Timeouts{}) {
+		t.timeouts = DefaultTimeouts()
+	}
+	if t.max <= 0 {
+		t.max = DefaultMax
+	}
+	return t
+}
+
+// Facts is everything the tracker needs from one packet.
+type Facts struct {
+	// Tuple is the packet's own tuple as seen at the hook (for ICMP: type,
+	// code and, for queries, the identifier in SrcPort).
+	Tuple
+	// TCPFlags is the TCP flags byte (TCPSyn|TCPAck, ...).
+	TCPFlags uint8
+	// Len is the packet's length in bytes (IP total length) for counters.
+	Len int
+	// Inner is, for an ICMP error, the tuple of the packet embedded in it,
+	// exactly as it appears inside the error. Ignored otherwise.
+	Inner Tuple
+}
+
+// Len returns the number of confirmed entries, expired or not yet reaped.
+func (t *Table) Len() int { return t.count }
+
+// Track looks the packet up and updates the connection's state, as the
+// kernel's nf_conntrack_in does at PREROUTING and OUTPUT.
+//
+//   - A packet of a known connection returns its entry and direction; its
+//     state is ESTABLISHED, or NEW for original-direction packets before a
+//     reply was seen. The protocol state machine may instead mark it
+//     INVALID (entry untouched) or destroy the entry (a RST before any
+//     reply; the packet itself still carries the entry).
+//   - An ICMP error whose embedded packet belongs to a connection is
+//     RELATED to it; one that matches nothing is INVALID.
+//   - Otherwise a new, unconfirmed entry is created with state NEW, unless
+//     the packet cannot start a connection (INVALID: a TCP segment other
+//     than SYN or, with loose pickup, ACK; an ICMP reply or error).
+//
+// The error is ErrTableFull when a new entry is needed, the table holds
+// Max entries and none is droppable; the packet must be dropped. Track
+// allocates only when it creates an entry.
+func (t *Table) Track(f Facts) (Info, error) {
+	now := t.clock.Now()
+	if f.IsICMP() && IsICMPError(f.Proto, f.ICMPType) {
+		return t.related(f, now), nil
+	}
+	if f.Proto == ProtoTCP && !tcpValidFlags(f.TCPFlags) {
+		return Info{State: StateInvalid}, nil
+	}
+	for range 2 {
+		e, dir, ok := t.lookup(f.Tuple, now)
+		if !ok {
+			return t.create(f, now)
+		}
+		state := StateEstablished
+		if dir == Original && e.Status&StatusSeenReply == 0 {
+			state = StateNew
+		}
+		switch t.packet(e, dir, f, now) {
+		case vInvalid:
+			return Info{State: StateInvalid}, nil
+		case vRepeat:
+			t.Remove(e)
+			continue
+		case vKill:
+			t.Remove(e)
+		}
+		if dir == Reply {
+			e.Status |= StatusSeenReply
+		}
+		return Info{Entry: e, Dir: dir, State: state}, nil
+	}
+	return Info{State: StateInvalid}, nil // unreachable: a removed entry cannot be found again
+}
+
+// related handles an ICMP error (kernel nf_conntrack_inet_error).
+func (t *Table) related(f Facts, now time.Time) Info {
+	if f.Inner.Proto == 0 || !f.Inner.Src.IsValid() {
+		return Info{State: StateInvalid}
+	}
+	in := f.Inner
+	in.Zone = f.Zone
+	e, dir, ok := t.lookup(in.Reverse(), now)
+	if !ok {
+		return Info{State: StateInvalid}
+	}
+	return Info{Entry: e, Dir: dir, State: StateRelated}
+}
+
+// create makes a new unconfirmed entry for the first packet of a flow.
+func (t *Table) create(f Facts, now time.Time) (Info, error) {
+	switch {
+	case f.Proto == ProtoTCP:
+		if !tcpNew(f.TCPFlags, t.loose) {
+			return Info{State: StateInvalid}, nil
+		}
+	case f.IsICMP():
+		if !icmpIsQuery(f.Proto, f.ICMPType) {
+			return Info{State: StateInvalid}, nil
+		}
+	}
+	if t.count >= t.max && !t.earlyDrop(now) {
+		return Info{}, fmt.Errorf("new %v: %w", f.Tuple, ErrTableFull)
+	}
+	e := &Entry{
+		Original: f.Tuple,
+		Reply:    f.Tuple.Reverse(),
+		Use:      1,
+		ID:       t.rng.Uint32(),
+		udpStart: now,
+	}
+	t.packet(e, Original, f, now)
+	return Info{Entry: e, Dir: Original, State: StateNew}, nil
+}
+
+// packet runs the protocol handler for one packet of e.
+func (t *Table) packet(e *Entry, dir Dir, f Facts, now time.Time) verdict {
+	switch {
+	case f.Proto == ProtoTCP:
+		return t.tcpPacket(e, dir, f.TCPFlags, f.Len)
+	case f.Proto == ProtoUDP || f.Proto == 136: // UDP-Lite shares the UDP timeouts
+		if !e.Confirmed() {
+			e.udpStart = now
+		}
+		if e.Status&StatusSeenReply == 0 {
+			t.refresh(e, dir, f.Len, t.timeouts.UDP)
+			return vAccept
+		}
+		// Still active more than two seconds after the first packets:
+		// a stream, which earns the long timeout and ASSURED.
+		if now.Sub(e.udpStart) > 2*time.Second {
+			t.refresh(e, dir, f.Len, t.timeouts.UDPStream)
+			if e.Status&StatusNATClash == 0 {
+				e.Status |= StatusAssured
+			}
+		} else {
+			t.refresh(e, dir, f.Len, t.timeouts.UDP)
+		}
+	case f.Proto == ProtoICMP:
+		t.refresh(e, dir, f.Len, t.timeouts.ICMP)
+	case f.Proto == ProtoICMPv6:
+		t.refresh(e, dir, f.Len, t.timeouts.ICMPv6)
+	default:
+		t.refresh(e, dir, f.Len, t.timeouts.Generic)
+	}
+	return vAccept
+}
+
+func (t *Table) account(e *Entry, dir Dir, length int) {
+	e.Counters[dir].Packets++
+	if length > 0 {
+		e.Counters[dir].Bytes += uint64(length)
+	}
+}
+
+// refresh counts the packet and restarts the entry's timer.
+func (t *Table) refresh(e *Entry, dir Dir, length int, d time.Duration) {
+	t.account(e, dir, length)
+	if e.Confirmed() {
+		e.Expires = t.clock.Now().Add(d)
+	} else {
+		e.pending = d
+	}
+}
+
+// lookup finds a live confirmed entry holding tuple tp, reaping it if it
+// has expired.
+func (t *Table) lookup(tp Tuple, now time.Time) (*Entry, Dir, bool) {
+	e, ok := t.byTuple[tp]
+	if !ok {
+		return nil, Original, false
+	}
+	if !now.Before(e.Expires) {
+		t.Remove(e)
+		return nil, Original, false
+	}
+	if e.Original == tp {
+		return e, Original, true
+	}
+	return e, Reply, true
+}
+
+// Lookup returns the live entry having tuple tp in either direction and
+// that direction. It reaps the entry if it has expired.
+func (t *Table) Lookup(tp Tuple) (*Entry, Dir, bool) {
+	return t.lookup(tp, t.clock.Now())
+}
+
+// Confirm inserts a new entry into the table (kernel __nf_conntrack_confirm
+// at the last hook), starting its timer. Confirming nil or an already
+// confirmed entry does nothing. If either tuple is already held by another
+// live entry the result wraps ErrClash and the packet must be dropped.
+func (t *Table) Confirm(e *Entry) error {
+	if e == nil || e.Confirmed() {
+		return nil
+	}
+	now := t.clock.Now()
+	for _, tp := range [2]Tuple{e.Original, e.Reply} {
+		if _, _, ok := t.lookup(tp, now); ok {
+			return fmt.Errorf("confirm %v: %w", tp, ErrClash)
+		}
+	}
+	e.Status |= StatusConfirmed
+	e.Expires = now.Add(e.pending)
+	t.insert(e)
+	return nil
+}
+
+func (t *Table) insert(e *Entry) {
+	t.byTuple[e.Original] = e
+	t.byTuple[e.Reply] = e
+	t.count++
+	if e.Status&StatusSrcNATDone != 0 {
+		t.bySrc[srcKeyOf(e.Original)] = e
+	}
+}
+
+// Insert adds a confirmed entry as given, e.g. one parsed from a
+// `conntrack -L` snapshot: its Expires, status and counters are kept and
+// StatusConfirmed is set. It fails with ErrClash if a tuple is taken and
+// ErrTableFull at Max entries.
+func (t *Table) Insert(e *Entry) error {
+	now := t.clock.Now()
+	for _, tp := range [2]Tuple{e.Original, e.Reply} {
+		if _, _, ok := t.lookup(tp, now); ok {
+			return fmt.Errorf("insert %v: %w", tp, ErrClash)
+		}
+	}
+	if t.count >= t.max {
+		return fmt.Errorf("insert %v: %w", e.Original, ErrTableFull)
+	}
+	e.Status |= StatusConfirmed
+	if e.Use == 0 {
+		e.Use = 1
+	}
+	t.insert(e)
+	return nil
+}
+
+// Remove deletes e from the table and reports whether it was there.
+func (t *Table) Remove(e *Entry) bool {
+	if e == nil || t.byTuple[e.Original] != e {
+		return false
+	}
+	delete(t.byTuple, e.Original)
+	if t.byTuple[e.Reply] == e {
+		delete(t.byTuple, e.Reply)
+	}
+	k := srcKeyOf(e.Original)
+	if t.bySrc[k] == e {
+		delete(t.bySrc, k)
+	}
+	t.count--
+	e.Status |= StatusDying
+	return true
+}
+
+// Expire removes every entry whose timer has run out and returns how many
+// it removed (the kernel's garbage collector, run explicitly).
+func (t *Table) Expire() int {
+	now := t.clock.Now()
+	var dead []*Entry
+	for tp, e := range t.byTuple {
+		if tp == e.Original && !now.Before(e.Expires) {
+			dead = append(dead, e)
+		}
+	}
+	for _, e := range dead {
+		t.Remove(e)
+	}
+	return len(dead)
+}
+
+// earlyDrop makes room for one entry when the table is full: it reaps
+// expired entries, else drops one entry that is not ASSURED. The kernel
+// picks the first such entry in a few hash buckets near the new tuple's;
+// the model, to be deterministic, drops the one closest to expiry (ties
+// broken by listing order). It reports whether there is room now.
+func (t *Table) earlyDrop(now time.Time) bool {
+	if t.Expire() > 0 {
+		return true
+	}
+	var victim *Entry
+	for _, e := range t.Entries() {
+		if e.Status&StatusAssured != 0 {
+			continue
+		}
+		if victim == nil || e.Expires.Before(victim.Expires) {
+			victim = e
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	return t.Remove(victim)
+}
+
+// Entries returns the live entries sorted by original tuple (protocol,
+// source, destination, ports), then reply tuple. It reaps expired entries
+// first. The kernel lists in hash order; sorting keeps output stable.
+func (t *Table) Entries() []*Entry {
+	t.Expire()
+	out := make([]*Entry, 0, t.count)
+	for tp, e := range t.byTuple {
+		if tp == e.Original {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Entry) int {
+		if c := compareTuple(a.Original, b.Original); c != 0 {
+			return c
+		}
+		return compareTuple(a.Reply, b.Reply)
+	})
+	return out
+}
+
+func compareTuple(a, b Tuple) int {
+	return cmp.Or(
+		cmp.Compare(a.Proto, b.Proto),
+		a.Src.Compare(b.Src),
+		a.Dst.Compare(b.Dst),
+		cmp.Compare(a.SrcPort, b.SrcPort),
+		cmp.Compare(a.DstPort, b.DstPort),
+		cmp.Compare(a.ICMPType, b.ICMPType),
+		cmp.Compare(a.ICMPCode, b.ICMPCode),
+		cmp.Compare(a.Zone, b.Zone),
+	)
+}
+
+// Filter selects entries like the options of `conntrack -L/-D`. Zero
+// fields match anything: Proto 0, invalid addresses, port 0, MarkMask 0,
+// Status 0 and TCPState TCPNone.
+type Filter struct {
+	Proto              uint8      // -p
+	OrigSrc, OrigDst   netip.Addr // -s/--orig-src, -d/--orig-dst
+	ReplySrc, ReplyDst netip.Addr // -r/--reply-src, -q/--reply-dst
+	OrigSrcPort        uint16     // --sport/--orig-port-src
+	OrigDstPort        uint16     // --dport/--orig-port-dst
+	ReplySrcPort       uint16     // --reply-port-src
+	ReplyDstPort       uint16     // --reply-port-dst
+	Mark, MarkMask     uint32     // -m MARK/MASK: matches if entry mark & MarkMask == Mark
+	Status             Status     // -u: all these bits set
+	TCPState           TCPState   // --state
+}
+
+// Match reports whether e satisfies every set field of f.
+func (f Filter) Match(e *Entry) bool {
+	o, r := e.Original, e.Reply
+	switch {
+	case f.Proto != 0 && o.Proto != f.Proto,
+		f.OrigSrc.IsValid() && o.Src != f.OrigSrc,
+		f.OrigDst.IsValid() && o.Dst != f.OrigDst,
+		f.ReplySrc.IsValid() && r.Src != f.ReplySrc,
+		f.ReplyDst.IsValid() && r.Dst != f.ReplyDst,
+		f.OrigSrcPort != 0 && (!hasPorts(o.Proto) || o.SrcPort != f.OrigSrcPort),
+		f.OrigDstPort != 0 && (!hasPorts(o.Proto) || o.DstPort != f.OrigDstPort),
+		f.ReplySrcPort != 0 && (!hasPorts(r.Proto) || r.SrcPort != f.ReplySrcPort),
+		f.ReplyDstPort != 0 && (!hasPorts(r.Proto) || r.DstPort != f.ReplyDstPort),
+		f.MarkMask != 0 && e.Mark&f.MarkMask != f.Mark,
+		e.Status&f.Status != f.Status,
+		f.TCPState != TCPNone && e.TCPState != f.TCPState:
+		return false
+	}
+	return true
+}
+
+// Delete removes every live entry matching f (`conntrack -D`) and returns
+// how many it removed.
+func (t *Table) Delete(f Filter) int {
+	n := 0
+	for _, e := range t.Entries() {
+		if f.Match(e) && t.Remove(e) {
+			n++
+		}
+	}
+	return n
+}
+
+// Flush removes every entry (`conntrack -F`) and returns how many were live.
+func (t *Table) Flush() int {
+	n := len(t.Entries())
+	clear(t.byTuple)
+	clear(t.bySrc)
+	t.count = 0
+	return n
+}

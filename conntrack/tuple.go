@@ -1,0 +1,154 @@
+package conntrack
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// IP protocol numbers the tracker knows by name. Any other protocol is
+// tracked by the generic handler (addresses only, 600 s timeout).
+const (
+	ProtoICMP   uint8 = 1
+	ProtoTCP    uint8 = 6
+	ProtoUDP    uint8 = 17
+	ProtoICMPv6 uint8 = 58
+)
+
+// Tuple identifies one direction of a connection, like the kernel's
+// struct nf_conntrack_tuple. It is comparable and is used as a map key.
+//
+// For TCP and UDP, SrcPort and DstPort are the ports. For ICMP and ICMPv6,
+// SrcPort holds the echo identifier (the kernel keeps it in the source part
+// of the tuple for both directions), DstPort is zero, and ICMPType/ICMPCode
+// hold the message type and code. For other protocols only the addresses,
+// Proto and Zone matter. The zero Tuple is not a valid tuple.
+type Tuple struct {
+	Src, Dst         netip.Addr
+	SrcPort, DstPort uint16
+	ICMPType         uint8
+	ICMPCode         uint8
+	Proto            uint8
+	Zone             uint16
+}
+
+// TupleFrom returns the TCP/UDP (or portless) tuple src → dst for proto.
+func TupleFrom(proto uint8, src, dst netip.AddrPort) Tuple {
+	return Tuple{Src: src.Addr(), Dst: dst.Addr(), SrcPort: src.Port(), DstPort: dst.Port(), Proto: proto}
+}
+
+// ICMPTuple returns the tuple of an ICMP (or ICMPv6, chosen by the address
+// family) message from src to dst with the given type, code and identifier.
+func ICMPTuple(src, dst netip.Addr, typ, code uint8, id uint16) Tuple {
+	p := ProtoICMP
+	if src.Is6() && !src.Is4In6() {
+		p = ProtoICMPv6
+	}
+	return Tuple{Src: src, Dst: dst, SrcPort: id, ICMPType: typ, ICMPCode: code, Proto: p}
+}
+
+// IsICMP reports whether the tuple is ICMP or ICMPv6.
+func (t Tuple) IsICMP() bool { return t.Proto == ProtoICMP || t.Proto == ProtoICMPv6 }
+
+// hasPorts reports whether the protocol carries ports in the tuple.
+func hasPorts(proto uint8) bool {
+	switch proto {
+	case ProtoTCP, ProtoUDP, 33 /* DCCP */, 132 /* SCTP */, 136 /* UDPLITE */ :
+		return true
+	}
+	return false
+}
+
+// SrcAddrPort returns the source address and port.
+func (t Tuple) SrcAddrPort() netip.AddrPort { return netip.AddrPortFrom(t.Src, t.SrcPort) }
+
+// DstAddrPort returns the destination address and port.
+func (t Tuple) DstAddrPort() netip.AddrPort { return netip.AddrPortFrom(t.Dst, t.DstPort) }
+
+// Reverse returns the tuple of a packet travelling the other way, as the
+// kernel's nf_ct_invert_tuple does: addresses and ports swap; for ICMP the
+// identifier stays and a request type becomes its reply type (and back).
+// Reverse of a tuple whose ICMP type has no inverse keeps the type.
+func (t Tuple) Reverse() Tuple {
+	r := t
+	r.Src, r.Dst = t.Dst, t.Src
+	if t.IsICMP() {
+		if inv, ok := icmpInverse(t.Proto, t.ICMPType); ok {
+			r.ICMPType = inv
+		}
+		return r
+	}
+	r.SrcPort, r.DstPort = t.DstPort, t.SrcPort
+	return r
+}
+
+// String returns the tuple in conntrack's key=value form, e.g.
+// "tcp src=10.0.0.1 dst=10.0.0.2 sport=1234 dport=80".
+func (t Tuple) String() string {
+	b := []byte(protoName(t.Proto))
+	b = append(b, ' ')
+	b = appendTuple(b, t)
+	if t.Zone != 0 {
+		b = fmt.Appendf(b, "zone=%d ", t.Zone)
+	}
+	return string(b[:len(b)-1])
+}
+
+// icmpInverse maps ICMP query types to their answers and back
+// (kernel: invmap in nf_conntrack_proto_icmp.c / icmpv6).
+func icmpInverse(proto, typ uint8) (uint8, bool) {
+	if proto == ProtoICMP {
+		switch typ {
+		case 8:
+			return 0, true
+		case 0:
+			return 8, true
+		case 13:
+			return 14, true
+		case 14:
+			return 13, true
+		case 15:
+			return 16, true
+		case 16:
+			return 15, true
+		case 17:
+			return 18, true
+		case 18:
+			return 17, true
+		}
+		return 0, false
+	}
+	switch typ {
+	case 128:
+		return 129, true
+	case 129:
+		return 128, true
+	case 139:
+		return 140, true
+	case 140:
+		return 139, true
+	}
+	return 0, false
+}
+
+// icmpIsQuery reports whether an ICMP message of this type may open a
+// connection (echo, timestamp, info and address-mask requests; ICMPv6 echo
+// request and node information query).
+func icmpIsQuery(proto, typ uint8) bool {
+	if proto == ProtoICMP {
+		return typ == 8 || typ == 13 || typ == 15 || typ == 17
+	}
+	return typ == 128 || typ == 139
+}
+
+// IsICMPError reports whether an ICMP message of this type carries the
+// header of the packet that caused it (destination unreachable, source
+// quench, redirect, time exceeded, parameter problem; ICMPv6 1–4).
+func IsICMPError(proto, typ uint8) bool {
+	switch proto {
+	case ProtoICMP:
+		return typ == 3 || typ == 4 || typ == 5 || typ == 11 || typ == 12
+	case ProtoICMPv6:
+		return typ >= 1 && typ <= 4
+	}
+	return false
+}

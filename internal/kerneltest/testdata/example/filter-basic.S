@@ -1,0 +1,13 @@
+# table filter
+-P INPUT ACCEPT
+-P FORWARD DROP
+-P OUTPUT ACCEPT
+-N KUBE-FIREWALL
+-N zeta
+-A INPUT -s 10.0.0.0/8 -p tcp -m tcp --dport 22 -m comment --comment "ssh in" -j ACCEPT
+-A INPUT -j KUBE-FIREWALL
+-A FORWARD -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m multiport --dports 80,443,8000:8080 -j ACCEPT
+-A FORWARD -p udp -j REJECT --reject-with icmp-port-unreachable
+-A FORWARD ! -s 127.0.0.0/8 -d 127.0.0.0/8 -j zeta
+-A KUBE-FIREWALL -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP
+-A zeta -j LOG --log-prefix "zeta: "

@@ -1,0 +1,21 @@
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A FORWARD -m set --match-set KUBE-A src -m set ! --match-set KUBE-B dst -j ACCEPT
+# table nat
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-N KUBE-SEP-A
+-N KUBE-SEP-B
+-N KUBE-SERVICES
+-N KUBE-SVC-X
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -o eth1 -j MASQUERADE --random-fully
+-A KUBE-SEP-A -p tcp -m tcp -j DNAT --to-destination 10.244.1.5:8080
+-A KUBE-SEP-B -p tcp -m tcp -j DNAT --to-destination 10.244.1.6:8080
+-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-X
+-A KUBE-SVC-X -m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-A
+-A KUBE-SVC-X -j KUBE-SEP-B

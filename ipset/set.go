@@ -1,0 +1,553 @@
+package ipset
+
+import (
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Set is one ipset. Obtain it from a Registry; the pointer stays valid for
+// the set's name across Swap (contents move, the handle stays).
+type Set struct {
+	reg  *Registry
+	name string
+	refs int
+	setContent
+}
+
+// setContent is what Swap exchanges between two sets.
+type setContent struct {
+	typ        *typeInfo
+	family     int // 4 or 6
+	hashsize   int
+	maxelem    int
+	bucketsize int
+	initval    uint32
+	hasTimeout bool
+	timeout    int // default seconds
+	counters   bool
+	comment    bool
+	skbinfo    bool
+	forceadd   bool
+	netmask    int
+	rangeLo    netip.Addr // bitmap:ip
+	rangeHi    netip.Addr
+	portLo     uint16 // bitmap:port
+	portHi     uint16
+	size       int // list:set
+
+	entries map[ekey]*entry
+	order   []*entry // insertion order; dead entries compacted lazily
+	dead    int
+	cidr1   [129]int // how many entries per prefix length, net dims
+	cidr2   [129]int
+	lens1   []uint8 // present prefix lengths, longest first
+	lens2   []uint8
+}
+
+// Name returns the set's name.
+func (s *Set) Name() string { return s.name }
+
+// TypeName returns the set's type, such as "hash:net".
+func (s *Set) TypeName() string { return s.typ.name }
+
+// Family returns 4 for inet and 6 for inet6.
+func (s *Set) Family() int { return s.family }
+
+// References returns the reference count printed as References:.
+func (s *Set) References() int { return s.refs }
+
+func (s *Set) now() time.Time { return s.reg.clock.Now() }
+
+func (e *entry) expired(now time.Time) bool {
+	return !e.expires.IsZero() && !now.Before(e.expires)
+}
+
+// Len returns the number of live entries at the registry clock's now.
+func (s *Set) Len() int {
+	now := s.now()
+	n := 0
+	for _, e := range s.order {
+		if !e.dead && !e.expired(now) {
+			n++
+		}
+	}
+	return n
+}
+
+// addOpts carries per-entry options of an add.
+type addOpts struct {
+	timeout    int
+	hasTimeout bool
+	nomatch    bool
+	packets    uint64
+	bytes      uint64
+	hasCounter bool
+	comment    string
+	hasComment bool
+	skbmark    uint32
+	skbmask    uint32
+	skbprio    uint32
+	skbqueue   uint16
+	before     string
+	after      string
+}
+
+func (s *Set) insertKey(k ekey, o *addOpts, exist bool) error {
+	now := s.now()
+	e := s.entries[k]
+	if e != nil && !e.expired(now) {
+		if !exist {
+			return ErrExists
+		}
+		// -exist re-adds: the kernel updates the entry's flags and extensions.
+		s.applyOpts(e, o, now)
+		return nil
+	}
+	if e != nil { // expired: replace
+		s.removeEntry(e)
+	}
+	// The kernel counts entries not yet garbage-collected, expired or not.
+	if s.typ.kind == kindHash && len(s.entries) >= s.maxelem {
+		if s.forceadd {
+			s.evictOne()
+		} else {
+			return ErrFull
+		}
+	}
+	if s.typ.kind == kindList && len(s.entries) >= s.size {
+		return ErrListFull
+	}
+	e = &entry{k: k}
+	s.applyOpts(e, o, now)
+	s.entries[k] = e
+	s.order = append(s.order, e)
+	s.countCIDR(k, 1)
+	return nil
+}
+
+func (s *Set) evictOne() {
+	for _, e := range s.order {
+		if !e.dead {
+			s.removeEntry(e)
+			return
+		}
+	}
+}
+
+func (s *Set) applyOpts(e *entry, o *addOpts, now time.Time) {
+	e.nomatch = o.nomatch
+	e.expires = time.Time{}
+	if s.hasTimeout {
+		t := s.timeout
+		if o.hasTimeout {
+			t = o.timeout
+		}
+		if t > 0 {
+			e.expires = now.Add(time.Duration(t) * time.Second)
+		}
+	}
+	if o.hasCounter {
+		e.packets, e.bytes = o.packets, o.bytes
+	}
+	if o.hasComment {
+		e.comment = o.comment
+	}
+	e.skbmark, e.skbmask, e.skbprio, e.skbqueue = o.skbmark, o.skbmask, o.skbprio, o.skbqueue
+}
+
+func (s *Set) removeEntry(e *entry) {
+	delete(s.entries, e.k)
+	e.dead = true
+	s.dead++
+	s.countCIDR(e.k, -1)
+	if s.dead > 32 && s.dead*2 > len(s.order) {
+		s.order = slices.DeleteFunc(s.order, func(e *entry) bool { return e.dead })
+		s.dead = 0
+	}
+}
+
+func (s *Set) isNet(dim int) bool {
+	return dim < len(s.typ.dims) && s.typ.dims[dim] == dimNet
+}
+
+func (s *Set) countCIDR(k ekey, delta int) {
+	if s.isNet(0) {
+		s.cidr1[k.c1] += delta
+		if c := s.cidr1[k.c1]; c == 0 || (c == 1 && delta > 0) {
+			s.lens1 = presentLens(&s.cidr1)
+		}
+	}
+	if s.isNet(2) {
+		s.cidr2[k.c2] += delta
+		if c := s.cidr2[k.c2]; c == 0 || (c == 1 && delta > 0) {
+			s.lens2 = presentLens(&s.cidr2)
+		}
+	}
+}
+
+func presentLens(c *[129]int) []uint8 {
+	var l []uint8
+	for i := 128; i >= 0; i-- {
+		if c[i] > 0 {
+			l = append(l, uint8(i))
+		}
+	}
+	return l
+}
+
+func (s *Set) deleteKey(k ekey) error {
+	e := s.entries[k]
+	if e == nil || e.expired(s.now()) {
+		return ErrNotAdded
+	}
+	s.removeEntry(e)
+	return nil
+}
+
+// find returns the live entry deciding a lookup for k, walking present
+// prefix lengths longest first when walk1/walk2 are set. It does not
+// allocate.
+func (s *Set) find(k ekey, walk1, walk2 bool, now time.Time) *entry {
+	if !walk1 && !walk2 {
+		return s.findIface(k, now)
+	}
+	if walk1 {
+		a := k.a1
+		for _, l := range s.lens1 {
+			k.a1, k.c1 = netip.PrefixFrom(a, int(l)).Masked().Addr(), l
+			if e := s.find(k, false, walk2, now); e != nil {
+				return e
+			}
+		}
+		return nil
+	}
+	a := k.a2
+	for _, l := range s.lens2 {
+		k.a2, k.c2 = netip.PrefixFrom(a, int(l)).Masked().Addr(), l
+		if e := s.findIface(k, now); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// findIface resolves interface wildcards: exact name first, then wildcard
+// entries from the longest prefix of the name.
+func (s *Set) findIface(k ekey, now time.Time) *entry {
+	if e := s.entries[k]; e != nil && !e.expired(now) {
+		return e
+	}
+	if len(s.typ.dims) < 2 || s.typ.dims[1] != dimIface || k.wildcard {
+		return nil
+	}
+	name := k.iface
+	k.wildcard = true
+	for i := len(name); i >= 0; i-- {
+		k.iface = name[:i]
+		if e := s.entries[k]; e != nil && !e.expired(now) {
+			return e
+		}
+	}
+	return nil
+}
+
+// keyFromPacket converts a lookup Key into the stored element layout with
+// host-length prefixes; ok is false when the family does not fit.
+func (s *Set) keyFromPacket(pk Key) (ekey, bool) {
+	var k ekey
+	full := uint8(s.maxBits())
+	for i, d := range s.typ.dims {
+		switch d {
+		case dimIP, dimHost, dimNet:
+			a := pk.Addr
+			if i > 0 {
+				a = pk.Addr2
+			}
+			a = a.Unmap()
+			if !a.IsValid() || (a.Is4() != (s.family == 4)) {
+				return k, false
+			}
+			if s.netmask != 0 {
+				a = netip.PrefixFrom(a, s.netmask).Masked().Addr()
+			}
+			var c uint8
+			if d == dimNet {
+				c = full
+			}
+			setAddr(&k, i, a, c)
+		case dimPort:
+			k.proto, k.port = pk.Proto, pk.Port
+			if !hasPorts(pk.Proto) {
+				k.port = 0
+			}
+		case dimBPort:
+			k.port = pk.Port
+		case dimIface:
+			k.iface, k.physdev = pk.Iface, pk.Physdev
+		}
+	}
+	return k, true
+}
+
+// lookup returns the deciding entry for a packet key.
+func (s *Set) lookup(pk Key, now time.Time) *entry {
+	k, ok := s.keyFromPacket(pk)
+	if !ok {
+		return nil
+	}
+	return s.find(k, s.isNet(0), s.isNet(2), now)
+}
+
+// Lookup reports how the set answers a packet lookup at time now, as the
+// kernel's set match sees it: match is true when a plain entry decided;
+// nomatch is true when a nomatch entry decided (the match is then false
+// unless --return-nomatch is given). It does not allocate.
+func (s *Set) Lookup(k Key, now time.Time) (match, nomatch bool) {
+	if s.typ.kind == kindList {
+		return s.listLookup(k, now)
+	}
+	e := s.lookup(k, now)
+	if e == nil {
+		return false, false
+	}
+	return !e.nomatch, e.nomatch
+}
+
+// LookupCount is Lookup plus the --update-counters side effect: the deciding
+// entry's packet and byte counters grow when the set has counters.
+func (s *Set) LookupCount(k Key, now time.Time, bytes int) (match, nomatch bool) {
+	if s.typ.kind == kindList {
+		return s.listLookup(k, now)
+	}
+	e := s.lookup(k, now)
+	if e == nil {
+		return false, false
+	}
+	if s.counters && !e.nomatch {
+		e.packets++
+		e.bytes += uint64(bytes)
+	}
+	return !e.nomatch, e.nomatch
+}
+
+func (s *Set) listLookup(k Key, now time.Time) (match, nomatch bool) {
+	for _, e := range s.order {
+		if e.dead || e.expired(now) {
+			continue
+		}
+		m := s.reg.Get(e.k.name)
+		if m == nil {
+			continue
+		}
+		mm, mn := m.Lookup(k, now)
+		if mm {
+			return true, false
+		}
+		nomatch = nomatch || mn
+	}
+	return false, nomatch
+}
+
+// AddKey adds the element a packet key describes, as the SET target's
+// --add-set does; timeout < 0 means the set's default, 0 permanent.
+func (s *Set) AddKey(k Key, timeout int, exist bool) error {
+	if s.typ.kind == kindList {
+		return s.reg.forMembers(s, func(m *Set) error { return m.AddKey(k, timeout, exist) })
+	}
+	ek, ok := s.keyFromPacket(k)
+	if !ok {
+		return ErrTypeMismatch
+	}
+	if s.typ.kind == kindBitmap && !s.inBitmap(ek) {
+		return ErrOutOfRange
+	}
+	o := &addOpts{}
+	if timeout >= 0 && s.hasTimeout {
+		o.timeout, o.hasTimeout = timeout, true
+	}
+	return s.insertKey(ek, o, exist)
+}
+
+// DelKey deletes the element a packet key describes, as --del-set does.
+func (s *Set) DelKey(k Key) error {
+	if s.typ.kind == kindList {
+		return s.reg.forMembers(s, func(m *Set) error { return m.DelKey(k) })
+	}
+	ek, ok := s.keyFromPacket(k)
+	if !ok {
+		return ErrNotAdded
+	}
+	return s.deleteKey(ek)
+}
+
+func (s *Set) inBitmap(k ekey) bool {
+	if s.typ.dims[0] == dimBPort {
+		return k.port >= s.portLo && k.port <= s.portHi
+	}
+	return !k.a1.Less(s.rangeLo) && !s.rangeHi.Less(k.a1)
+}
+
+// testKey answers `ipset test` for a parsed element: a host-length prefix
+// walks like a packet; a shorter one needs that exact entry.
+func (s *Set) testKey(k ekey, now time.Time) bool {
+	full := uint8(s.maxBits())
+	e := s.find(k, s.isNet(0) && k.c1 == full, s.isNet(2) && k.c2 == full, now)
+	return e != nil && !e.nomatch
+}
+
+// remaining is the timeout printed for an entry: whole seconds left,
+// at least 1 (0 would read as permanent).
+func remaining(e *entry, now time.Time) int64 {
+	if e.expires.IsZero() {
+		return 0
+	}
+	r := int64(e.expires.Sub(now) / time.Second)
+	if r < 1 {
+		r = 1
+	}
+	return r
+}
+
+// appendMember prints a member line's text (element and extensions).
+func (s *Set) appendMember(b []byte, e *entry, now time.Time) []byte {
+	b = s.appendKey(b, e.k)
+	if s.hasTimeout {
+		b = append(b, " timeout "...)
+		b = strconv.AppendInt(b, remaining(e, now), 10)
+	}
+	if e.nomatch {
+		b = append(b, " nomatch"...)
+	}
+	if s.counters {
+		b = append(b, " packets "...)
+		b = strconv.AppendUint(b, e.packets, 10)
+		b = append(b, " bytes "...)
+		b = strconv.AppendUint(b, e.bytes, 10)
+	}
+	if s.comment && e.comment != "" {
+		b = append(b, " comment \""...)
+		b = append(b, e.comment...)
+		b = append(b, '"')
+	}
+	if s.skbinfo {
+		if e.skbmark != 0 || e.skbmask != 0 {
+			b = append(b, " skbmark 0x"...)
+			b = strconv.AppendUint(b, uint64(e.skbmark), 16)
+			if e.skbmask != 0xffffffff {
+				b = append(b, "/0x"...)
+				b = strconv.AppendUint(b, uint64(e.skbmask), 16)
+			}
+		}
+		if e.skbprio != 0 {
+			b = append(b, " skbprio "...)
+			b = strconv.AppendUint(b, uint64(e.skbprio>>16), 16)
+			b = append(b, ':')
+			b = strconv.AppendUint(b, uint64(e.skbprio&0xffff), 16)
+		}
+		if e.skbqueue != 0 {
+			b = append(b, " skbqueue "...)
+			b = strconv.AppendUint(b, uint64(e.skbqueue), 10)
+		}
+	}
+	return b
+}
+
+// members returns live entries in print order: insertion order for hash
+// and list types, ascending for bitmaps.
+func (s *Set) members(now time.Time) []*entry {
+	var out []*entry
+	for _, e := range s.order {
+		if !e.dead && !e.expired(now) {
+			out = append(out, e)
+		}
+	}
+	if s.typ.kind == kindBitmap {
+		slices.SortFunc(out, func(a, b *entry) int {
+			if c := a.k.a1.Compare(b.k.a1); c != 0 {
+				return c
+			}
+			return int(a.k.port) - int(b.k.port)
+		})
+	}
+	return out
+}
+
+// appendHeader prints the Header: text (also the tail of a create line).
+func (s *Set) appendHeader(b []byte) []byte {
+	switch s.typ.kind {
+	case kindHash:
+		b = append(b, "family "...)
+		if s.family == 6 {
+			b = append(b, "inet6"...)
+		} else {
+			b = append(b, "inet"...)
+		}
+		b = append(b, " hashsize "...)
+		b = strconv.AppendInt(b, int64(s.hashsize), 10)
+		b = append(b, " maxelem "...)
+		b = strconv.AppendInt(b, int64(s.maxelem), 10)
+		if s.netmask != 0 {
+			b = append(b, " netmask "...)
+			b = strconv.AppendInt(b, int64(s.netmask), 10)
+		}
+	case kindBitmap:
+		b = append(b, "range "...)
+		if s.typ.dims[0] == dimBPort {
+			b = strconv.AppendUint(b, uint64(s.portLo), 10)
+			b = append(b, '-')
+			b = strconv.AppendUint(b, uint64(s.portHi), 10)
+		} else {
+			b = s.rangeLo.AppendTo(b)
+			b = append(b, '-')
+			b = s.rangeHi.AppendTo(b)
+			if s.netmask != 0 && s.netmask != 32 {
+				b = append(b, " netmask "...)
+				b = strconv.AppendInt(b, int64(s.netmask), 10)
+			}
+		}
+	case kindList:
+		b = append(b, "size "...)
+		b = strconv.AppendInt(b, int64(s.size), 10)
+	}
+	if s.hasTimeout {
+		b = append(b, " timeout "...)
+		b = strconv.AppendInt(b, int64(s.timeout), 10)
+	}
+	if s.counters {
+		b = append(b, " counters"...)
+	}
+	if s.comment {
+		b = append(b, " comment"...)
+	}
+	if s.skbinfo {
+		b = append(b, " skbinfo"...)
+	}
+	if s.forceadd {
+		b = append(b, " forceadd"...)
+	}
+	if s.typ.kind == kindHash {
+		b = append(b, " bucketsize "...)
+		b = strconv.AppendInt(b, int64(s.bucketsize), 10)
+		b = append(b, " initval 0x"...)
+		h := strconv.FormatUint(uint64(s.initval), 16)
+		for i := len(h); i < 8; i++ {
+			b = append(b, '0')
+		}
+		b = append(b, h...)
+	}
+	return b
+}
+
+// memSize is an estimate of "Size in memory"; the kernel's figure depends
+// on allocator details this package does not model.
+func (s *Set) memSize(n int) int {
+	switch s.typ.kind {
+	case kindBitmap:
+		return 96 + n*s.typ.elemSize
+	case kindList:
+		return 80 + n*s.typ.elemSize
+	}
+	return 200 + n*s.typ.elemSize
+}

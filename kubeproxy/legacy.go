@@ -1,0 +1,5 @@
+package kubeproxy
+
+var legacyJumps = currentJumps
+
+func (g *Generator) writeLegacy() {}

@@ -1,0 +1,118 @@
+package netfilter
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MarkMatch is "-m mark [!] --mark VALUE[/MASK]": it matches when
+// (packet mark & Mask) == Value, or the opposite with Invert.
+type MarkMatch struct {
+	Value, Mask uint32
+	Invert      bool
+}
+
+func init() {
+	registerMatch(&module{name: "mark",
+		opts:       []option{{name: "mark", args: 1, invert: true}},
+		newBuilder: func(*ruleCtx) builder { return &markBuilder{} }})
+}
+
+type markBuilder struct {
+	m     MarkMatch
+	given bool
+}
+
+func (b *markBuilder) set(_ *ruleCtx, _ string, inv bool, args []string) error {
+	v, m, ok := parseMarkArg(args[0])
+	if !ok {
+		return badValue("mark", "--mark", args[0], "a 32-bit value with an optional /MASK (0x4000/0x4000)")
+	}
+	b.m, b.given = MarkMatch{Value: v, Mask: m, Invert: inv}, true
+	return nil
+}
+
+func (b *markBuilder) done(*ruleCtx) (any, error) {
+	if !b.given {
+		return nil, mustSpecify("mark", "--mark")
+	}
+	m := b.m
+	return &m, nil
+}
+
+// parseMarkArg parses "V" or "V/M" as xtables_parse_mark_mask does; the
+// mask defaults to all ones.
+func parseMarkArg(s string) (value, mask uint32, ok bool) {
+	vs, ms, hasMask := strings.Cut(s, "/")
+	v, ok := parseCUint(vs, 0xffffffff)
+	if !ok {
+		return 0, 0, false
+	}
+	mask = 0xffffffff
+	if hasMask {
+		m, ok := parseCUint(ms, 0xffffffff)
+		if !ok {
+			return 0, 0, false
+		}
+		mask = uint32(m)
+	}
+	return uint32(v), mask, true
+}
+
+// parseCUint parses an unsigned number the way strtoul with base 0 does
+// for iptables: "0x" hex, a leading "0" octal, otherwise decimal; the whole
+// string must be consumed and the value must not exceed max.
+func parseCUint(s string, max uint64) (uint64, bool) {
+	base := 10
+	digits := s
+	switch {
+	case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
+		base, digits = 16, s[2:]
+	case len(s) > 1 && s[0] == '0':
+		base, digits = 8, s[1:]
+	}
+	if digits == "" || digits[0] == '+' || digits[0] == '-' || strings.ContainsRune(digits, '_') {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, base, 64)
+	if err != nil || n > max {
+		return 0, false
+	}
+	return n, true
+}
+
+// mustSpecify is the error for a module whose mandatory option is missing.
+func mustSpecify(mod, opt string) error {
+	return fmt.Errorf("%w: %s: option %q must be specified", ErrMissingArgument, mod, opt)
+}
+
+// Module implements Match.
+func (m *MarkMatch) Module() string { return "mark" }
+
+func (m *MarkMatch) appendValue(b []byte) []byte {
+	b = append(b, "0x"...)
+	b = strconv.AppendUint(b, uint64(m.Value), 16)
+	if m.Mask != 0xffffffff {
+		b = append(b, "/0x"...)
+		b = strconv.AppendUint(b, uint64(m.Mask), 16)
+	}
+	return b
+}
+
+func (m *MarkMatch) appendSave(b []byte) []byte {
+	b = appendNot(b, m.Invert)
+	b = append(b, " --mark "...)
+	return m.appendValue(b)
+}
+
+func (m *MarkMatch) appendList(b []byte, _ bool) []byte {
+	b = append(b, " mark match"...)
+	b = appendNot(b, m.Invert)
+	b = append(b, ' ')
+	return m.appendValue(b)
+}
+
+func (m *MarkMatch) match(c *evalCtx) bool {
+	return (c.pkt.Mark&m.Mask == m.Value) != m.Invert
+}

@@ -1,0 +1,59 @@
+package netfilter
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Calico's natOutgoing: traffic from a pool to outside all pools is
+// masqueraded; hash:net picks the most specific entry, nomatch included.
+func TestSetMatchOnPackets(t *testing.T) {
+	h := testHost(t, "", HostConfig{})
+	sets := h.Sets()
+	require.NoError(t, sets.Create("pools", "hash:net", false))
+	require.NoError(t, sets.Add("pools", "10.244.0.0/16", false))
+	require.NoError(t, sets.Add("pools", "10.244.1.7", false, "nomatch"))
+	require.NoError(t, sets.Create("svc", "hash:ip,port", false))
+	require.NoError(t, sets.Add("svc", "10.244.1.5,tcp:80", false))
+	require.NoError(t, h.Restore(IPv4, []byte(`*filter
+-A FORWARD -m set --match-set svc dst,dst -j ACCEPT
+-A FORWARD -m set --match-set pools dst -j DROP
+-A FORWARD -m set --match-set pools dst --return-nomatch -j REJECTED
+:REJECTED - [0:0]
+COMMIT
+`), RestoreOptions{}))
+	cases := []struct {
+		dst   string
+		dport uint16
+		where Step
+	}{
+		{"10.244.1.5", 80, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Rule: 1}},
+		{"10.244.1.5", 81, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Rule: 2}},
+		{"10.244.1.7", 80, Step{Hook: Forward, Table: Filter, Chain: "FORWARD"}},
+	}
+	for _, c := range cases {
+		res := h.Receive("eth0", tcpPacket("192.168.10.2", c.dst, c.dport, SYN))
+		assert.Equal(t, c.where, res.Where, "%s:%d", c.dst, c.dport)
+	}
+	assert.Equal(t, 2, sets.Get("pools").References())
+	assert.ErrorIs(t, h.Restore(IPv4, []byte("*filter\n-A INPUT -m set --match-set nope src\nCOMMIT\n"), RestoreOptions{}), ErrNoSuchSet)
+	_ = netip.Addr{}
+}
+
+func TestSetMatchParsePrint(t *testing.T) {
+	rs := NewRuleset(IPv4)
+	// Recorded with iptables 1.8.9 (nf_tables).
+	rs.MustExec(
+		"-A INPUT -m set --match-set A src --return-nomatch ! --update-counters ! --update-subcounters -j ACCEPT",
+		"-A INPUT -m set ! --match-set B dst,src -j ACCEPT",
+	)
+	assert.Contains(t, rs.String(), "-A INPUT -m set --match-set A src --return-nomatch ! --update-counters ! --update-subcounters -j ACCEPT\n-A INPUT -m set ! --match-set B dst,src -j ACCEPT\n")
+	r := rs.Table(Filter).Chain("INPUT").Rules
+	assert.Equal(t, " match-set A src return-nomatch ! update-counters ! update-subcounters", string(r[0].Matches[0].appendList(nil, true)))
+	assert.Equal(t, " ! match-set B dst,src", string(r[1].Matches[0].appendList(nil, false)))
+	assert.ErrorIs(t, rs.Exec("-A INPUT -m set --match-set A foo"), ErrBadValue)
+	assert.ErrorIs(t, rs.Exec("-A INPUT -m set --match-set A src --match-set B dst"), ErrMultipleFlags)
+}

@@ -1,0 +1,6 @@
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A INPUT -p udp -j ACCEPT
+-A FORWARD -s 10.0.0.0/8 -j DROP

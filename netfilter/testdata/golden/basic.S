@@ -1,0 +1,30 @@
+# table raw
+-P PREROUTING ACCEPT
+-P OUTPUT ACCEPT
+-A PREROUTING -i eth1 -j DROP
+# table filter
+-P INPUT ACCEPT
+-P FORWARD DROP
+-P OUTPUT ACCEPT
+-N A
+-N X
+-N zeta
+-A INPUT -f -j ACCEPT
+-A INPUT -s 127.0.0.1/32 ! -f -j ACCEPT
+-A INPUT -s 5.6.7.8/32 -d 1.2.3.4/32 -i eth0 -p tcp -m tcp --dport 80 -j ACCEPT
+-A INPUT -s 10.0.0.0/16 -j zeta
+-A INPUT -i lo+ -p icmp -j ACCEPT
+-A INPUT -p udp -m udp ! --sport 53 --dport 1000:2000 -j DROP
+-A FORWARD ! -i eth0 ! -o veth12345678 ! -p tcp -j DROP
+-A FORWARD -s 127.0.0.0/8 -d 169.254.0.0/16 -g X
+-A FORWARD -s 0.0.0.0/8 -d 10.0.0.0/8 -p tcp -m tcp --dport 22 -g X
+-A FORWARD -i eth+ -p 253
+-A FORWARD -p tcp
+-A FORWARD -d 127.0.0.0/32 -j X
+-A FORWARD -p udp -m udp --sport 67:68 -j RETURN
+-A OUTPUT -o eth0 -p tcp -m tcp --sport 1024:65535 ! --dport 443 -j DROP
+-A OUTPUT -p tcp -m tcp --tcp-flags SYN,RST SYN -j ACCEPT
+-A OUTPUT -p tcp -m tcp ! --tcp-flags FIN,SYN,RST,ACK SYN -j ACCEPT
+-A A -g zeta
+-A X -j RETURN
+-A zeta -j RETURN

@@ -1,0 +1,12 @@
+# table filter
+-P INPUT ACCEPT
+-P FORWARD DROP
+-P OUTPUT ACCEPT
+-N X
+-A INPUT -s ::1/128 -j ACCEPT
+-A INPUT ! -s fe80::/10 -d 2001:db8::1/128 -p tcp -m tcp --dport 80 -j ACCEPT
+-A INPUT -s 2001:db8:1234:5678:9abc:def0:1234:5678/128 -d 2001:db8::/32 -p ipv6-icmp -j X
+-A INPUT -d ::1.2.3.4/128 -j DROP
+-A INPUT -p udp
+-A FORWARD -i eth0 ! -o eth1 -p udp -m udp --dport 53 -g X
+-A X -j RETURN

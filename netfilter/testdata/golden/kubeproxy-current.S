@@ -1,0 +1,100 @@
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-N KUBE-EXTERNAL-SERVICES
+-N KUBE-FIREWALL
+-N KUBE-FORWARD
+-N KUBE-NODEPORTS
+-N KUBE-PROXY-FIREWALL
+-N KUBE-SERVICES
+-A KUBE-EXTERNAL-SERVICES -d 192.168.99.22/32 -p tcp -m comment --comment "ns2/svc2:p80 has no local endpoints" -m tcp --dport 80 -j DROP
+-A KUBE-EXTERNAL-SERVICES -d 1.2.3.4/32 -p tcp -m comment --comment "ns2/svc2:p80 has no local endpoints" -m tcp --dport 80 -j DROP
+-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "ns2/svc2:p80 has no local endpoints" -m addrtype --dst-type LOCAL -m tcp --dport 3001 -j DROP
+-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP
+-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A KUBE-NODEPORTS -p tcp -m comment --comment "ns2/svc2:p80 health check node port" -m tcp --dport 30000 -j ACCEPT
+-A KUBE-PROXY-FIREWALL -d 5.6.7.8/32 -p tcp -m comment --comment "ns5/svc5:p80 traffic not accepted by KUBE-FW-NUKIZ6OKUXPJNT4C" -m tcp --dport 80 -j DROP
+-A KUBE-SERVICES -d 172.30.0.46/32 -p tcp -m comment --comment "ns6/svc6:p80 has no endpoints" -m tcp --dport 80 -j REJECT --reject-with icmp-port-unreachable
+# table nat
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-N KUBE-EXT-4SW47YFZTEDKD3PK
+-N KUBE-EXT-GNZBNJ2PO5MGZ6GT
+-N KUBE-EXT-NUKIZ6OKUXPJNT4C
+-N KUBE-EXT-X27LE4BHSL4DOUIK
+-N KUBE-FW-NUKIZ6OKUXPJNT4C
+-N KUBE-MARK-MASQ
+-N KUBE-NODEPORTS
+-N KUBE-POSTROUTING
+-N KUBE-SEP-C6EBXVWJJZMIWKLZ
+-N KUBE-SEP-I77PXRDZVX7PMWMN
+-N KUBE-SEP-OYPFS5VJICHGATKP
+-N KUBE-SEP-RS4RBKLTHTF2IUXJ
+-N KUBE-SEP-SXIVWICOYRO3J4NJ
+-N KUBE-SEP-UKSFD7AGPMPPLUHC
+-N KUBE-SERVICES
+-N KUBE-SVC-4SW47YFZTEDKD3PK
+-N KUBE-SVC-GNZBNJ2PO5MGZ6GT
+-N KUBE-SVC-NUKIZ6OKUXPJNT4C
+-N KUBE-SVC-X27LE4BHSL4DOUIK
+-N KUBE-SVC-XPGD46QRK7WJZT7O
+-A KUBE-EXT-4SW47YFZTEDKD3PK -m comment --comment "masquerade traffic for ns4/svc4:p80 external destinations" -j KUBE-MARK-MASQ
+-A KUBE-EXT-4SW47YFZTEDKD3PK -j KUBE-SVC-4SW47YFZTEDKD3PK
+-A KUBE-EXT-GNZBNJ2PO5MGZ6GT -s 10.0.0.0/8 -m comment --comment "pod traffic for ns2/svc2:p80 external destinations" -j KUBE-SVC-GNZBNJ2PO5MGZ6GT
+-A KUBE-EXT-GNZBNJ2PO5MGZ6GT -m comment --comment "masquerade LOCAL traffic for ns2/svc2:p80 external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ
+-A KUBE-EXT-GNZBNJ2PO5MGZ6GT -m comment --comment "route LOCAL traffic for ns2/svc2:p80 external destinations" -m addrtype --src-type LOCAL -j KUBE-SVC-GNZBNJ2PO5MGZ6GT
+-A KUBE-EXT-NUKIZ6OKUXPJNT4C -m comment --comment "masquerade traffic for ns5/svc5:p80 external destinations" -j KUBE-MARK-MASQ
+-A KUBE-EXT-NUKIZ6OKUXPJNT4C -j KUBE-SVC-NUKIZ6OKUXPJNT4C
+-A KUBE-EXT-X27LE4BHSL4DOUIK -m comment --comment "masquerade traffic for ns3/svc3:p80 external destinations" -j KUBE-MARK-MASQ
+-A KUBE-EXT-X27LE4BHSL4DOUIK -j KUBE-SVC-X27LE4BHSL4DOUIK
+-A KUBE-FW-NUKIZ6OKUXPJNT4C -s 203.0.113.0/25 -m comment --comment "ns5/svc5:p80 loadbalancer IP" -j KUBE-EXT-NUKIZ6OKUXPJNT4C
+-A KUBE-FW-NUKIZ6OKUXPJNT4C -m comment --comment "other traffic to ns5/svc5:p80 will be dropped by KUBE-PROXY-FIREWALL"
+-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
+-A KUBE-NODEPORTS -d 127.0.0.0/8 -p tcp -m comment --comment "ns2/svc2:p80" -m tcp --dport 3001 -j KUBE-EXT-GNZBNJ2PO5MGZ6GT
+-A KUBE-NODEPORTS -p tcp -m comment --comment "ns2/svc2:p80" -m tcp --dport 3001 -j KUBE-EXT-GNZBNJ2PO5MGZ6GT
+-A KUBE-NODEPORTS -d 127.0.0.0/8 -p tcp -m comment --comment "ns3/svc3:p80" -m tcp --dport 3003 -j KUBE-EXT-X27LE4BHSL4DOUIK
+-A KUBE-NODEPORTS -p tcp -m comment --comment "ns3/svc3:p80" -m tcp --dport 3003 -j KUBE-EXT-X27LE4BHSL4DOUIK
+-A KUBE-NODEPORTS -d 127.0.0.0/8 -p tcp -m comment --comment "ns5/svc5:p80" -m tcp --dport 3002 -j KUBE-EXT-NUKIZ6OKUXPJNT4C
+-A KUBE-NODEPORTS -p tcp -m comment --comment "ns5/svc5:p80" -m tcp --dport 3002 -j KUBE-EXT-NUKIZ6OKUXPJNT4C
+-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
+-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE
+-A KUBE-SEP-C6EBXVWJJZMIWKLZ -s 10.180.0.5/32 -m comment --comment "ns4/svc4:p80" -j KUBE-MARK-MASQ
+-A KUBE-SEP-C6EBXVWJJZMIWKLZ -p tcp -m comment --comment "ns4/svc4:p80" -m tcp -j DNAT --to-destination 10.180.0.5:80
+-A KUBE-SEP-I77PXRDZVX7PMWMN -s 10.180.0.3/32 -m comment --comment "ns5/svc5:p80" -j KUBE-MARK-MASQ
+-A KUBE-SEP-I77PXRDZVX7PMWMN -p tcp -m comment --comment "ns5/svc5:p80" -m recent --set --name KUBE-SEP-I77PXRDZVX7PMWMN --mask 255.255.255.255 --rsource -m tcp -j DNAT --to-destination 10.180.0.3:80
+-A KUBE-SEP-OYPFS5VJICHGATKP -s 10.180.0.3/32 -m comment --comment "ns3/svc3:p80" -j KUBE-MARK-MASQ
+-A KUBE-SEP-OYPFS5VJICHGATKP -p tcp -m comment --comment "ns3/svc3:p80" -m tcp -j DNAT --to-destination 10.180.0.3:80
+-A KUBE-SEP-RS4RBKLTHTF2IUXJ -s 10.180.0.2/32 -m comment --comment "ns2/svc2:p80" -j KUBE-MARK-MASQ
+-A KUBE-SEP-RS4RBKLTHTF2IUXJ -p tcp -m comment --comment "ns2/svc2:p80" -m tcp -j DNAT --to-destination 10.180.0.2:80
+-A KUBE-SEP-SXIVWICOYRO3J4NJ -s 10.180.0.1/32 -m comment --comment "ns1/svc1:p80" -j KUBE-MARK-MASQ
+-A KUBE-SEP-SXIVWICOYRO3J4NJ -p tcp -m comment --comment "ns1/svc1:p80" -m tcp -j DNAT --to-destination 10.180.0.1:80
+-A KUBE-SEP-UKSFD7AGPMPPLUHC -s 10.180.0.4/32 -m comment --comment "ns4/svc4:p80" -j KUBE-MARK-MASQ
+-A KUBE-SEP-UKSFD7AGPMPPLUHC -p tcp -m comment --comment "ns4/svc4:p80" -m tcp -j DNAT --to-destination 10.180.0.4:80
+-A KUBE-SERVICES -d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-XPGD46QRK7WJZT7O
+-A KUBE-SERVICES -d 172.30.0.42/32 -p tcp -m comment --comment "ns2/svc2:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-GNZBNJ2PO5MGZ6GT
+-A KUBE-SERVICES -d 192.168.99.22/32 -p tcp -m comment --comment "ns2/svc2:p80 external IP" -m tcp --dport 80 -j KUBE-EXT-GNZBNJ2PO5MGZ6GT
+-A KUBE-SERVICES -d 1.2.3.4/32 -p tcp -m comment --comment "ns2/svc2:p80 loadbalancer IP" -m tcp --dport 80 -j KUBE-EXT-GNZBNJ2PO5MGZ6GT
+-A KUBE-SERVICES -d 172.30.0.43/32 -p tcp -m comment --comment "ns3/svc3:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-X27LE4BHSL4DOUIK
+-A KUBE-SERVICES -d 172.30.0.44/32 -p tcp -m comment --comment "ns4/svc4:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-4SW47YFZTEDKD3PK
+-A KUBE-SERVICES -d 192.168.99.33/32 -p tcp -m comment --comment "ns4/svc4:p80 external IP" -m tcp --dport 80 -j KUBE-EXT-4SW47YFZTEDKD3PK
+-A KUBE-SERVICES -d 172.30.0.45/32 -p tcp -m comment --comment "ns5/svc5:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-NUKIZ6OKUXPJNT4C
+-A KUBE-SERVICES -d 5.6.7.8/32 -p tcp -m comment --comment "ns5/svc5:p80 loadbalancer IP" -m tcp --dport 80 -j KUBE-FW-NUKIZ6OKUXPJNT4C
+-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
+-A KUBE-SVC-4SW47YFZTEDKD3PK ! -s 10.0.0.0/8 -d 172.30.0.44/32 -p tcp -m comment --comment "ns4/svc4:p80 cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVC-4SW47YFZTEDKD3PK -m comment --comment "ns4/svc4:p80 -> 10.180.0.4:80" -m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-UKSFD7AGPMPPLUHC
+-A KUBE-SVC-4SW47YFZTEDKD3PK -m comment --comment "ns4/svc4:p80 -> 10.180.0.5:80" -j KUBE-SEP-C6EBXVWJJZMIWKLZ
+-A KUBE-SVC-GNZBNJ2PO5MGZ6GT ! -s 10.0.0.0/8 -d 172.30.0.42/32 -p tcp -m comment --comment "ns2/svc2:p80 cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVC-GNZBNJ2PO5MGZ6GT -m comment --comment "ns2/svc2:p80 -> 10.180.0.2:80" -j KUBE-SEP-RS4RBKLTHTF2IUXJ
+-A KUBE-SVC-NUKIZ6OKUXPJNT4C ! -s 10.0.0.0/8 -d 172.30.0.45/32 -p tcp -m comment --comment "ns5/svc5:p80 cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVC-NUKIZ6OKUXPJNT4C -m comment --comment "ns5/svc5:p80 -> 10.180.0.3:80" -m recent --rcheck --seconds 10800 --reap --name KUBE-SEP-I77PXRDZVX7PMWMN --mask 255.255.255.255 --rsource -j KUBE-SEP-I77PXRDZVX7PMWMN
+-A KUBE-SVC-NUKIZ6OKUXPJNT4C -m comment --comment "ns5/svc5:p80 -> 10.180.0.3:80" -j KUBE-SEP-I77PXRDZVX7PMWMN
+-A KUBE-SVC-X27LE4BHSL4DOUIK ! -s 10.0.0.0/8 -d 172.30.0.43/32 -p tcp -m comment --comment "ns3/svc3:p80 cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVC-X27LE4BHSL4DOUIK -m comment --comment "ns3/svc3:p80 -> 10.180.0.3:80" -j KUBE-SEP-OYPFS5VJICHGATKP
+-A KUBE-SVC-XPGD46QRK7WJZT7O ! -s 10.0.0.0/8 -d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVC-XPGD46QRK7WJZT7O -m comment --comment "ns1/svc1:p80 -> 10.180.0.1:80" -j KUBE-SEP-SXIVWICOYRO3J4NJ

@@ -1,0 +1,74 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -m addrtype --dst-type LOCAL -j MARK --set-xmark 0x1/0xffffffff
+-A PREROUTING -j MARK --set-xmark 0x2/0x2
+-A PREROUTING -j MARK --set-xmark 0x0/0x4
+-A PREROUTING -j MARK --set-xmark 0x8/0x0
+-A PREROUTING -j MARK --set-xmark 0x10/0x30
+-A PREROUTING -j CONNMARK --save-mark --nfmask 0xffffffff --ctmask 0xffffffff
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-N KUBE-FIREWALL
+-N KUBE-FORWARD
+-N KUBE-PROXY-FIREWALL
+-N TESTMISC
+-A INPUT -j KUBE-FIREWALL
+-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-A FORWARD -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-PROXY-FIREWALL
+-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP
+-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT
+-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+-A TESTMISC -m iprange ! --dst-range 10.0.0.1-10.0.0.50 -j RETURN
+-A TESTMISC -m set --match-set KUBE-A src -m set ! --match-set KUBE-B dst -j ACCEPT
+-A TESTMISC -m recent --rcheck --seconds 10800 --reap --name X --mask 255.255.255.255 --rsource -j DROP
+-A TESTMISC -m recent --set --name X --mask 255.255.255.255 --rsource -j LOG --log-prefix "recent: "
+-A TESTMISC -p tcp -m multiport --dports 80,443,8000:8080 -j REJECT --reject-with tcp-reset
+-A TESTMISC -p udp -m multiport --sports 53 -m multiport --dports 1:1024 -j REJECT --reject-with icmp-port-unreachable
+-A TESTMISC -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m limit --limit 5/sec --limit-burst 10 -j ACCEPT
+# table nat
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-N KUBE-EXT-X
+-N KUBE-MARK-MASQ
+-N KUBE-NODEPORTS
+-N KUBE-POSTROUTING
+-N KUBE-SEP-A
+-N KUBE-SEP-B
+-N KUBE-SEP-C
+-N KUBE-SERVICES
+-N KUBE-SVC-X
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A PREROUTING -i eth0 -p udp -m udp --dport 53 -j REDIRECT --to-ports 5353
+-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-A POSTROUTING -s 192.168.0.0/16 -o eth1 -j SNAT --to-source 1.2.3.4
+-A POSTROUTING -s 192.168.1.0/24 -o eth1 -p tcp -j SNAT --to-source 1.2.3.4-1.2.3.10:1000-2000 --random --persistent
+-A POSTROUTING -o eth1 -p udp -j MASQUERADE --to-ports 1024-65535 --random
+-A KUBE-EXT-X -m comment --comment "masquerade traffic for default/web:http external destinations" -j KUBE-MARK-MASQ
+-A KUBE-EXT-X -j KUBE-SVC-X
+-A KUBE-MARK-MASQ -j MARK --set-xmark 0x4000/0x4000
+-A KUBE-NODEPORTS -p tcp -m comment --comment "default/web:http" -m tcp --dport 30080 -j KUBE-EXT-X
+-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A KUBE-POSTROUTING -j MARK --set-xmark 0x4000/0x0
+-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully
+-A KUBE-SEP-A -s 10.244.1.5/32 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ
+-A KUBE-SEP-A -p tcp -m comment --comment "default/web:http" -m tcp -j DNAT --to-destination 10.244.1.5:8080
+-A KUBE-SEP-B -s 10.244.1.6/32 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ
+-A KUBE-SEP-B -p tcp -m comment --comment "default/web:http" -m tcp -j DNAT --to-destination 10.244.1.6:8080
+-A KUBE-SEP-C -s 10.244.1.7/32 -m comment --comment "default/web:http" -j KUBE-MARK-MASQ
+-A KUBE-SEP-C -p tcp -m comment --comment "default/web:http" -m tcp -j DNAT --to-destination 10.244.1.7:8080
+-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-X
+-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS
+-A KUBE-SVC-X ! -s 10.244.0.0/16 -d 10.96.0.10/32 -p tcp -m comment --comment "default/web:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ
+-A KUBE-SVC-X -m comment --comment "default/web:http -> 10.244.1.5:8080" -m statistic --mode random --probability 0.33333333349 -j KUBE-SEP-A
+-A KUBE-SVC-X -m comment --comment "default/web:http -> 10.244.1.6:8080" -m statistic --mode random --probability 0.50000000000 -j KUBE-SEP-B
+-A KUBE-SVC-X -m comment --comment "default/web:http -> 10.244.1.7:8080" -j KUBE-SEP-C
