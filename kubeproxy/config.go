@@ -15,11 +15,15 @@ const (
 	// KUBE-SVL, KUBE-EXT, KUBE-FW with filter KUBE-PROXY-FIREWALL, no
 	// KUBE-MARK-DROP.
 	LayoutCurrent Layout = iota
-	// LayoutLegacy is the layout of kube-proxy v1.19–v1.20 (with
-	// Config.LegacyPortNames and Config.LegacyProbability, v1.16–v1.18):
-	// masquerade rules in KUBE-SERVICES, KUBE-XLB for externalTrafficPolicy
-	// Local, a KUBE-FW chain for every load-balancer IP ending in
-	// KUBE-MARK-DROP.
+	// LayoutLegacy is the layout of kube-proxy v1.18 as released (before
+	// the #92035 KUBE-POSTROUTING rework that was backported to later
+	// v1.16–v1.18 patches): masquerade rules in KUBE-SERVICES and
+	// KUBE-NODEPORTS, a KUBE-FW chain per load-balancer IP ending in
+	// KUBE-MARK-DROP, KUBE-XLB with "Balancing rule N" comments for
+	// externalTrafficPolicy Local, only ready endpoints, filter INPUT jumping
+	// to KUBE-SERVICES. Add Config.LegacyPortNames for any release before
+	// v1.19 and Config.LegacyProbability for one before v1.17; the result
+	// then also matches the AKS v1.11 dump kept in testdata.
 	LayoutLegacy
 )
 

@@ -64,7 +64,8 @@ func (g *Generator) planPort(sp *servicePort) portPlan {
 	eps := g.c.endpoints[sp.key]
 	withEndpointChains(sp, eps)
 	var p portPlan
-	p.clusterEps, p.localEps, p.reachable, p.hasEndpoints = categorize(sp, eps)
+	p.clusterEps, p.localEps, p.reachable, p.hasEndpoints = categorize(sp, eps, g.scratchCluster, g.scratchLocal)
+	g.scratchCluster, g.scratchLocal = p.clusterEps, p.localEps
 	p.svc, p.svl = servicePrefix+sp.hash, localPrefix+sp.hash
 	p.ext, p.fw = externalPrefix+sp.hash, firewallPrefix+sp.hash
 	p.usesCluster = len(p.clusterEps) > 0 && sp.usesClusterEndpoints()

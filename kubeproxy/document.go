@@ -1,5 +1,7 @@
 package kubeproxy
 
+import "slices"
+
 // jumpRule is one rule kube-proxy (or kubelet) inserts into a built-in chain
 // with `iptables -I`, outside its iptables-restore payload.
 type jumpRule struct {
@@ -49,7 +51,8 @@ const (
 // assemble writes g.out from the four buffers, adding the node context
 // unless PayloadOnly.
 func (g *Generator) assemble() {
-	g.out = g.out[:0]
+	// A fresh, right-sized slice: the caller owns the result.
+	g.out = make([]byte, 0, len(g.filterChains.b)+len(g.filterRules.b)+len(g.natChains.b)+len(g.natRules.b)+4096)
 	full := !g.cfg.PayloadOnly
 	jumps := currentJumps
 	if g.cfg.Layout == LayoutLegacy {
@@ -84,12 +87,16 @@ func (g *Generator) table(name string, chains, rules *lineBuffer, jumps []jumpRu
 	}
 	g.out = append(g.out, chains.b...)
 	if full {
-		declared := string(chains.b)
-		var extra lineBuffer
+		var extra, extraRules lineBuffer
+		declared := map[string]bool{}
+		if g.cfg.Layout == LayoutLegacy {
+			g.legacyKubeletRules(name, &extra, &extraRules)
+			declared[chainKubeletFirewall] = name == "filter"
+		}
 		for _, j := range jumps {
-			if j.table == name && !containsChainLine(declared, j.target) {
+			if j.table == name && !declared[j.target] && !g.payloadDeclares(name, j.target) {
 				extra.chain(j.target)
-				declared += ":" + j.target + " - [0:0]\n"
+				declared[j.target] = true
 			}
 		}
 		extra.chain(canaryKubelet)
@@ -107,22 +114,25 @@ func (g *Generator) table(name string, chains, rules *lineBuffer, jumps []jumpRu
 			l.line("-j", j.target)
 		}
 		g.out = append(g.out, l.b...)
+		g.out = append(g.out, extraRules.b...)
 	}
 	g.out = append(g.out, rules.b...)
 	g.out = append(g.out, "COMMIT\n"...)
 }
 
-func containsChainLine(declared, chain string) bool {
-	want := ":" + chain + " - [0:0]\n"
-	for i := 0; i+len(want) <= len(declared); {
-		j := i
-		for j < len(declared) && declared[j] != '\n' {
-			j++
+// payloadDeclares says whether the payload itself declares a fixed chain.
+func (g *Generator) payloadDeclares(table, chain string) bool {
+	var fixed []string
+	switch {
+	case g.cfg.Layout == LayoutLegacy && table == "filter":
+		fixed = []string{chainServices, chainExternalServices, chainForward}
+	case table == "filter":
+		fixed = []string{chainServices, chainExternalServices, chainForward, chainNodePorts, chainProxyFirewall}
+		if !g.cfg.isIPv6() && g.cfg.LocalhostNodePorts {
+			fixed = append(fixed, chainKubeletFirewall)
 		}
-		if declared[i:min(j+1, len(declared))] == want {
-			return true
-		}
-		i = j + 1
+	case table == "nat":
+		fixed = []string{chainServices, chainNodePorts, chainPostrouting, chainMarkMasq}
 	}
-	return false
+	return slices.Contains(fixed, chain)
 }

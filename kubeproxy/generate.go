@@ -49,6 +49,8 @@ type Generator struct {
 	ifLocal, ifNotLocal []string // detector fragments; nil when not implemented
 	largeCluster        bool
 
+	scratchCluster, scratchLocal []endpoint // reused by categorize
+
 	probs       []string // probability strings by n, built on demand
 	probsLegacy bool     // the format probs was built with
 }
@@ -83,7 +85,9 @@ func (g *Generator) Generate(cfg Config, services []corev1.Service, slices []dis
 		g.writeCurrent()
 	}
 	g.assemble()
-	return append([]byte(nil), g.out...), nil
+	out := g.out
+	g.out = nil
+	return out, nil
 }
 
 func (g *Generator) prepare(cfg Config, c *cluster) {

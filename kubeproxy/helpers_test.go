@@ -135,3 +135,5 @@ func chainRules(lines []string) map[string][]string {
 	}
 	return out
 }
+
+func slicesOf(s ...discoveryv1.EndpointSlice) []discoveryv1.EndpointSlice { return s }

@@ -1,6 +1,7 @@
 package kubeproxy
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -211,13 +212,12 @@ func addSlices(cfg *Config, slicesIn []discoveryv1.EndpointSlice, into map[svcPo
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
-		return strings.Compare(slicesIn[a].Namespace+"/"+slicesIn[a].Name, slicesIn[b].Namespace+"/"+slicesIn[b].Name)
+		return cmp.Or(strings.Compare(slicesIn[a].Namespace, slicesIn[b].Namespace), strings.Compare(slicesIn[a].Name, slicesIn[b].Name))
 	})
 	want := discoveryv1.AddressTypeIPv4
 	if cfg.isIPv6() {
 		want = discoveryv1.AddressTypeIPv6
 	}
-	index := make(map[svcPortKey]map[string]int)
 	for _, i := range order {
 		es := &slicesIn[i]
 		svcName := es.Labels[discoveryv1.LabelServiceName]
@@ -247,9 +247,8 @@ func addSlices(cfg *Config, slicesIn []discoveryv1.EndpointSlice, into map[svcPo
 				}
 			}
 			key := svcPortKey{namespace: es.Namespace, name: svcName, port: *port.Name, protocol: proto}
-			if index[key] == nil {
-				index[key] = make(map[string]int)
-			}
+			list := into[key]
+			portStr := strconv.Itoa(int(*port.Port))
 			for j := range es.Endpoints {
 				e := &es.Endpoints[j]
 				if len(e.Addresses) == 0 {
@@ -262,32 +261,45 @@ func addSlices(cfg *Config, slicesIn []discoveryv1.EndpointSlice, into map[svcPo
 				if !cfg.familyOK(ip) {
 					continue
 				}
+				ipStr := ip.String()
 				ep := endpoint{
 					ip:          ip,
-					ipStr:       ip.String(),
-					str:         endpointString(netip.AddrPortFrom(ip, uint16(*port.Port))),
+					ipStr:       ipStr,
+					str:         joinHostPort(ipStr, ip.Is6(), portStr),
 					local:       e.NodeName != nil && cfg.NodeName != "" && *e.NodeName == cfg.NodeName,
 					ready:       e.Conditions.Ready == nil || *e.Conditions.Ready,
 					serving:     e.Conditions.Serving == nil || *e.Conditions.Serving,
 					terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
+					hinted:      e.Hints != nil && (len(e.Hints.ForZones) > 0 || len(e.Hints.ForNodes) > 0),
 				}
-				if at, dup := index[key][ep.str]; dup {
-					if ep.local {
-						into[key][at] = ep
-					}
-					continue
-				}
-				index[key][ep.str] = len(into[key])
-				into[key] = append(into[key], ep)
+				list = append(list, ep)
 			}
+			into[key] = list
 		}
 	}
 	for k, eps := range into {
-		// kube-proxy's byEndpoint order: plain string order of "ip:port".
-		slices.SortFunc(eps, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
-		into[k] = eps
+		into[k] = sortDedupEndpoints(eps)
 	}
 	return nil
+}
+
+// sortDedupEndpoints sorts by "ip:port" (kube-proxy's byEndpoint order) and
+// merges duplicates as kube-proxy's addEndpoints does: the first copy wins
+// unless a later one is local, in which case the last local copy wins.
+func sortDedupEndpoints(eps []endpoint) []endpoint {
+	slices.SortStableFunc(eps, func(a, b endpoint) int { return strings.Compare(a.str, b.str) })
+	out := eps[:0]
+	for i := 0; i < len(eps); {
+		j, keep := i+1, eps[i]
+		for ; j < len(eps) && eps[j].str == eps[i].str; j++ {
+			if eps[j].local {
+				keep = eps[j]
+			}
+		}
+		out = append(out, keep)
+		i = j
+	}
+	return out
 }
 
 // nodeFacts takes the node IPs and pod CIDR of the node named cfg.NodeName.
@@ -342,6 +354,9 @@ func buildCluster(cfg *Config, services []corev1.Service, eps []discoveryv1.Endp
 	if err := addSlices(cfg, eps, c.endpoints); err != nil {
 		return nil, err
 	}
+	if err := refuseTopology(services, c.endpoints); err != nil {
+		return nil, err
+	}
 	ips, podCIDR, err := nodeFacts(cfg, nodes)
 	if err != nil {
 		return nil, err
@@ -363,4 +378,39 @@ func buildCluster(cfg *Config, services []corev1.Service, eps []discoveryv1.Endp
 		c.podCIDR = podCIDR
 	}
 	return c, nil
+}
+
+// Annotations that ask kube-proxy for topology-aware routing.
+const (
+	annotationTopologyMode  = "service.kubernetes.io/topology-mode"
+	annotationTopologyHints = "service.kubernetes.io/topology-aware-hints"
+)
+
+// refuseTopology refuses services for which kube-proxy would filter
+// endpoints by zone or node hints: that filtering is not modelled, and
+// ignoring it would produce rules kube-proxy does not write.
+func refuseTopology(services []corev1.Service, eps map[svcPortKey][]endpoint) error {
+	for i := range services {
+		s := &services[i]
+		mode := s.Annotations[annotationTopologyMode]
+		if mode == "" {
+			mode = s.Annotations[annotationTopologyHints]
+		}
+		wants := s.Spec.TrafficDistribution != nil || (mode != "" && !strings.EqualFold(mode, "disabled"))
+		if !wants {
+			continue
+		}
+		for key, list := range eps {
+			if key.namespace != s.Namespace || key.name != s.Name {
+				continue
+			}
+			for _, ep := range list {
+				if ep.hinted {
+					return &ObjectError{Kind: "service", Namespace: s.Namespace, Name: s.Name,
+						Msg: "topology-aware routing (endpoint hints with topology-mode or trafficDistribution) is not modelled", Err: ErrUnsupported}
+				}
+			}
+		}
+	}
+	return nil
 }

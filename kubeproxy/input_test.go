@@ -103,3 +103,30 @@ func TestParseSloppy(t *testing.T) {
 	require.True(t, ok)
 	assert.True(t, a.Is4())
 }
+
+func TestSortDedupEndpoints(t *testing.T) {
+	mk := func(str string, local bool, ready bool) endpoint {
+		return endpoint{str: str, local: local, ready: ready}
+	}
+	got := sortDedupEndpoints([]endpoint{
+		mk("10.1.1.1:11", false, false), mk("10.1.1.11:11", false, true), mk("10.1.1.1:11", false, true),
+		mk("10.1.1.2:11", false, false), mk("10.1.1.2:11", true, true),
+	})
+	require.Len(t, got, 3)
+	assert.Equal(t, "10.1.1.11:11", got[0].str)
+	assert.False(t, got[1].ready, "first non-local copy wins")
+	assert.True(t, got[2].local, "a local copy wins")
+}
+
+func TestTopologyRefused(t *testing.T) {
+	svc := makeSvc("default", "web", "ClusterIP", "10.0.0.1", port("http", tcp, 80, 0))
+	svc.Spec.TrafficDistribution = ptr("PreferClose")
+	es := makeSlice("default", "web", "web-1", "http", tcp, 80, ep{ip: "10.1.1.1"})
+	// Without hints kube-proxy ignores topology: generated normally.
+	_, err := Generate(DefaultConfig("n"), []corev1.Service{svc}, []discoveryv1.EndpointSlice{es}, nil)
+	require.NoError(t, err)
+	es.Endpoints[0].Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "a"}}}
+	_, err = Generate(DefaultConfig("n"), []corev1.Service{svc}, []discoveryv1.EndpointSlice{es}, nil)
+	require.ErrorIs(t, err, ErrUnsupported)
+	assert.EqualError(t, err, "service default/web: topology-aware routing (endpoint hints with topology-mode or trafficDistribution) is not modelled")
+}

@@ -17,10 +17,17 @@ import (
 func TestKernelAcceptsGeneratedRulesets(t *testing.T) {
 	kerneltest.Require(t)
 	ns := kerneltest.NewNS(t, "pw-kp")
-	for _, v6 := range []bool{false, true} {
-		for seed := range uint64(12) {
+	for _, c := range []struct {
+		v6     bool
+		layout Layout
+	}{{false, LayoutCurrent}, {true, LayoutCurrent}, {false, LayoutLegacy}, {true, LayoutLegacy}} {
+		v6 := c.v6
+		for seed := range uint64(20) {
 			r := rand.New(rand.NewPCG(seed, 0x6b70))
 			cfg, svcs, slices := randomCluster(r, v6)
+			cfg.Layout = c.layout
+			cfg.LegacyPortNames = c.layout == LayoutLegacy && seed%2 == 0
+			cfg.LegacyProbability = c.layout == LayoutLegacy && seed%3 == 0
 			doc, err := Generate(cfg, svcs, slices, nil)
 			require.NoError(t, err)
 			var save string

@@ -60,6 +60,7 @@ type endpoint struct {
 	ready       bool
 	serving     bool
 	terminating bool
+	hinted      bool // carries topology hints (zones or nodes)
 }
 
 // cluster is the normalised input of one generation.
@@ -82,7 +83,9 @@ func sortServicePorts(ports []*servicePort) {
 // without topology hints: Ready endpoints are preferred, and
 // Serving+Terminating ones are the fallback, independently for the cluster
 // and the local sets.
-func categorize(sp *servicePort, eps []endpoint) (clusterEps, localEps, reachable []endpoint, hasAny bool) {
+// The returned slices reuse the capacity of the scratch slices given.
+func categorize(sp *servicePort, eps []endpoint, clusterEps, localEps []endpoint) (_, _, reachable []endpoint, hasAny bool) {
+	clusterEps, localEps = clusterEps[:0], localEps[:0]
 	if sp.usesClusterEndpoints() {
 		for _, ep := range eps {
 			if ep.ready {
@@ -99,7 +102,7 @@ func categorize(sp *servicePort, eps []endpoint) (clusterEps, localEps, reachabl
 		hasAny = len(clusterEps) > 0
 	}
 	if !sp.usesLocalEndpoints() {
-		return clusterEps, nil, clusterEps, hasAny
+		return clusterEps, localEps, clusterEps, hasAny
 	}
 	var localReady, localServingTerm bool
 	for _, ep := range eps {
@@ -126,7 +129,7 @@ func categorize(sp *servicePort, eps []endpoint) (clusterEps, localEps, reachabl
 		}
 	}
 	if !sp.usesClusterEndpoints() {
-		return nil, localEps, localEps, hasAny
+		return clusterEps, localEps, localEps, hasAny
 	}
 	// Union of both lists. kube-proxy builds it through a map (random
 	// order); endpoint-string order keeps the output reproducible.

@@ -85,6 +85,14 @@ func endpointString(ep netip.AddrPort) string {
 	return "[" + ip.String() + "]:" + port
 }
 
+// joinHostPort is net.JoinHostPort for an address already formatted.
+func joinHostPort(ip string, v6 bool, port string) string {
+	if v6 {
+		return "[" + ip + "]:" + port
+	}
+	return ip + ":" + port
+}
+
 func endpointChainFromString(portName, proto, endpoint string) string {
 	return endpointPrefix + hash16(portName, proto, endpoint)
 }
@@ -96,12 +104,9 @@ func portProtoHash(portName string, protocol corev1.Protocol) string {
 // hash16 is the first 16 characters of the standard base32 encoding of
 // sha256(a+b+c): 16 base32 characters cover exactly 10 bytes of the digest.
 func hash16(a, b, c string) string {
-	h := sha256.New()
-	h.Write([]byte(a))
-	h.Write([]byte(b))
-	h.Write([]byte(c))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	var buf [192]byte
+	in := append(append(append(buf[:0], a...), b...), c...)
+	sum := sha256.Sum256(in)
 	var out [16]byte
 	base32.StdEncoding.Encode(out[:], sum[:10])
 	return string(out[:])

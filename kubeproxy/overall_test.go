@@ -84,3 +84,41 @@ func keys[V any](m map[string]V) []string {
 	}
 	return sorted(out)
 }
+
+// TestWriteOrder checks the order in which kube-proxy writes chain lines
+// (fixed chains first, then per service EXT, FW, SVC, SVL, SEPs) and the
+// order of the fixed nat rules.
+func TestWriteOrder(t *testing.T) {
+	svcs, slices := overallObjects()
+	got, err := Generate(upstreamTestConfig(), svcs, slices, nil)
+	require.NoError(t, err)
+	tl := tableLines(string(got))
+	var filterChains, natChains []string
+	for _, l := range tl["filter"] {
+		if strings.HasPrefix(l, ":") {
+			filterChains = append(filterChains, strings.Fields(l)[0][1:])
+		}
+	}
+	for _, l := range tl["nat"] {
+		if strings.HasPrefix(l, ":") {
+			natChains = append(natChains, strings.Fields(l)[0][1:])
+		}
+	}
+	assert.Equal(t, []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL", "KUBE-FIREWALL"}, filterChains)
+	assert.Equal(t, []string{"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ",
+		"KUBE-SVC-XPGD46QRK7WJZT7O", "KUBE-SEP-SXIVWICOYRO3J4NJ", // ns1
+		"KUBE-EXT-GNZBNJ2PO5MGZ6GT", "KUBE-SVC-GNZBNJ2PO5MGZ6GT", "KUBE-SEP-RS4RBKLTHTF2IUXJ", // ns2
+		"KUBE-EXT-X27LE4BHSL4DOUIK", "KUBE-SVC-X27LE4BHSL4DOUIK", "KUBE-SEP-OYPFS5VJICHGATKP", // ns3
+		"KUBE-EXT-4SW47YFZTEDKD3PK", "KUBE-SVC-4SW47YFZTEDKD3PK", "KUBE-SEP-UKSFD7AGPMPPLUHC", "KUBE-SEP-C6EBXVWJJZMIWKLZ", // ns4
+		"KUBE-EXT-NUKIZ6OKUXPJNT4C", "KUBE-FW-NUKIZ6OKUXPJNT4C", "KUBE-SVC-NUKIZ6OKUXPJNT4C", "KUBE-SEP-I77PXRDZVX7PMWMN", // ns5
+	}, natChains)
+	firstRules := tl["nat"][len(natChains) : len(natChains)+4]
+	assert.Equal(t, []string{
+		"-A KUBE-POSTROUTING -m mark ! --mark 0x00004000/0x00004000 -j RETURN",
+		"-A KUBE-POSTROUTING -j MARK --xor-mark 0x00004000",
+		`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE`,
+		"-A KUBE-MARK-MASQ -j MARK --or-mark 0x00004000",
+	}, firstRules)
+	lastFilter := tl["filter"][len(tl["filter"])-3:]
+	assert.Contains(t, lastFilter[0], "-A KUBE-FORWARD -m conntrack --ctstate INVALID")
+}

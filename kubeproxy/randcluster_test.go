@@ -88,6 +88,9 @@ func randomCluster(r *rand.Rand, v6 bool) (Config, []corev1.Service, []discovery
 		}
 		if typ == "LoadBalancer" {
 			lbIngress(ip("200", i))(&s)
+			if r.IntN(3) == 0 {
+				lbIngress(ip("201", i))(&s)
+			}
 			if r.IntN(2) == 0 {
 				if v6 {
 					sourceRanges("2001:db8:99::/48", "2001:db8::/64")(&s)
@@ -99,7 +102,11 @@ func randomCluster(r *rand.Rand, v6 bool) (Config, []corev1.Service, []discovery
 		svcs = append(svcs, s)
 		for _, sp := range s.Spec.Ports {
 			var eps []ep
-			for e := range r.IntN(5) {
+			nEps := r.IntN(5)
+			if r.IntN(6) == 0 {
+				nEps = 5 + r.IntN(8) // exercise more probabilities
+			}
+			for e := range nEps {
 				x := ep{ip: ip("180", i*20+e)}
 				if r.IntN(2) == 0 {
 					x.node = "node-a"

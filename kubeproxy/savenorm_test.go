@@ -190,6 +190,9 @@ func predictSave(line string, v6 bool) string {
 		case "MARK":
 			if len(target) == 4 && target[2] == "--or-mark" {
 				target = []string{"-j", "MARK", "--set-xmark", hexMark(target[3]) + "/" + hexMark(target[3])}
+			} else if len(target) == 4 && target[2] == "--set-xmark" {
+				v, m, _ := strings.Cut(target[3], "/")
+				target[3] = hexMark(v) + "/" + hexMark(m)
 			} else if len(target) == 4 && target[2] == "--xor-mark" {
 				target = []string{"-j", "MARK", "--set-xmark", hexMark(target[3]) + "/0x0"}
 			}

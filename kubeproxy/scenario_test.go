@@ -282,3 +282,55 @@ func TestCompleteDocument(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadBalancerIngressFiltering(t *testing.T) {
+	cfg := upstreamTestConfig()
+	svc := makeSvc("ns5", "svc5", "LoadBalancer", "172.30.0.45", port("p80", tcp, 80, 3002))
+	proxy := corev1.LoadBalancerIPModeProxy
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{
+		{IP: "5.6.7.8"}, {IP: "5.6.7.9", IPMode: &proxy}, {Hostname: "lb.example.com"}, {IP: "2001:db8::5"}, {IP: "5.6.7.010"},
+	}
+	_, nat := gen(t, cfg, []corev1.Service{svc}, makeSlice("ns5", "svc5", "s", "p80", tcp, 80, ep{ip: "10.180.0.3"}))
+	var lb []string
+	for _, r := range chainRules(nat)["KUBE-SERVICES"] {
+		if strings.Contains(r, "loadbalancer IP") {
+			lb = append(lb, strings.Fields(r)[13])
+		}
+	}
+	// Proxy-mode, hostname-only and other-family ingresses are ignored; a
+	// sloppy IP is written canonically.
+	assert.Equal(t, []string{"5.6.7.8", "5.6.7.10"}, lb)
+}
+
+func TestNoEndpointsRejectsEverywhere(t *testing.T) {
+	cfg := upstreamTestConfig()
+	svc := makeSvc("ns1", "svc1", "LoadBalancer", "172.30.0.41", port("p80", tcp, 80, 3001), lbIngress("1.2.3.4"), externalIPs("192.168.99.1"), sourceRanges("10.0.0.0/8"))
+	filter, nat := gen(t, cfg, []corev1.Service{svc})
+	assert.Equal(t, []string{
+		`-A KUBE-EXTERNAL-SERVICES -m comment --comment "ns1/svc1:p80 has no endpoints" -m tcp -p tcp -d 192.168.99.1 --dport 80 -j REJECT`,
+		`-A KUBE-EXTERNAL-SERVICES -m comment --comment "ns1/svc1:p80 has no endpoints" -m tcp -p tcp -d 1.2.3.4 --dport 80 -j REJECT`,
+		`-A KUBE-EXTERNAL-SERVICES -m comment --comment "ns1/svc1:p80 has no endpoints" -m addrtype --dst-type LOCAL -m tcp -p tcp --dport 3001 -j REJECT`,
+	}, chainRules(filter)["KUBE-EXTERNAL-SERVICES"])
+	assert.Contains(t, filter, `-A KUBE-SERVICES -m comment --comment "ns1/svc1:p80 has no endpoints" -m tcp -p tcp -d 172.30.0.41 --dport 80 -j REJECT`)
+	assert.Empty(t, chainRules(filter)["KUBE-PROXY-FIREWALL"]) // no FW chain without endpoints
+	assert.NotContains(t, strings.Join(nat, "\n"), "ns1/svc1")
+}
+
+func TestLocalTerminatingFallback(t *testing.T) {
+	cfg := upstreamTestConfig()
+	name := "ns1/svc1:p80"
+	svc := makeSvc("ns1", "svc1", "LoadBalancer", "172.30.0.41", port("p80", tcp, 80, 3001), lbIngress("1.2.3.4"), eTPLocal(30000))
+	// Remote ready endpoint + local serving-terminating one: the cluster
+	// chain uses the ready one only, the local chain the terminating one,
+	// and both SEP chains exist.
+	_, nat := gen(t, cfg, []corev1.Service{svc}, makeSlice("ns1", "svc1", "s", "p80", tcp, 80,
+		ep{ip: "10.0.1.1", node: "other"},
+		ep{ip: "10.0.1.2", node: "test-node", ready: no, serving: yes, terminating: yes}))
+	rules := chainRules(nat)
+	assert.Len(t, rules[ServiceChain(name, tcp)], 2)
+	require.Len(t, rules[LocalChain(name, tcp)], 1)
+	assert.Contains(t, rules[LocalChain(name, tcp)][0], `"ns1/svc1:p80 -> 10.0.1.2:80"`)
+	assert.Len(t, rules[EndpointChain(name, tcp, netip.MustParseAddrPort("10.0.1.1:80"))], 2)
+	assert.Len(t, rules[EndpointChain(name, tcp, netip.MustParseAddrPort("10.0.1.2:80"))], 2)
+	assert.Equal(t, `-A `+ExternalChain(name, tcp)+` -j `+LocalChain(name, tcp), rules[ExternalChain(name, tcp)][3])
+}

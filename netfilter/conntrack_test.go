@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -91,4 +92,22 @@ COMMIT
 	for _, bad := range []string{"-A INPUT -m conntrack --ctstate FOO", "-A INPUT -m conntrack -j ACCEPT", "-A INPUT -m state -j ACCEPT", "-A INPUT -m conntrack --ctstatus DYING"} {
 		assert.Error(t, rs.Exec(bad), bad)
 	}
+}
+
+// An ICMP port unreachable from a DNATed backend goes back to the client
+// with the service address outside and inside (RELATED, un-NATed).
+func TestRelatedICMPErrorIsUnNATed(t *testing.T) {
+	h := testHost(t, "*nat\n-A PREROUTING -d 10.96.0.53/32 -p udp --dport 53 -j DNAT --to-destination 10.244.1.5:5353\nCOMMIT\n", HostConfig{})
+	req := Packet{Proto: ProtoUDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("10.96.0.53"), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 40}
+	res := h.Receive("eth0", req)
+	require.Equal(t, Forwarded, res.Disposition)
+	require.Equal(t, netip.MustParseAddr("10.244.1.5"), res.Packet.Dst)
+	icmp := Packet{Proto: ProtoICMP, Src: netip.MustParseAddr("10.244.1.5"), Dst: netip.MustParseAddr("192.168.10.2"), ICMPType: 3, ICMPCode: 3, TTL: 64, Length: 68,
+		Inner: InnerHeader{Proto: ProtoUDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("10.244.1.5"), SrcPort: 40000, DstPort: 5353}}
+	res = h.Receive("eth1", icmp)
+	require.Equal(t, Forwarded, res.Disposition)
+	assert.Equal(t, netip.MustParseAddr("10.96.0.53"), res.Packet.Src)
+	assert.Equal(t, netip.MustParseAddr("10.96.0.53"), res.Packet.Inner.Dst)
+	assert.Equal(t, uint16(53), res.Packet.Inner.DstPort)
+	assert.Equal(t, uint16(0), res.Packet.ICMPID)
 }

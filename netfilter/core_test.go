@@ -101,7 +101,7 @@ func TestExecCommands(t *testing.T) {
 `, string(b))
 	b, err = rs.AppendRules(nil, NAT, "PREROUTING", 2, true)
 	require.NoError(t, err)
-	assert.Equal(t, "-A PREROUTING -d 10.0.0.1/32 -p tcp -c 0 0 -m tcp --dport 80 -j KUBE-SVC-X\n", string(b))
+	assert.Equal(t, "-A PREROUTING -d 10.0.0.1/32 -p tcp -m tcp --dport 80 -c 0 0 -j KUBE-SVC-X\n", string(b))
 }
 
 func TestSplitArgsQuoting(t *testing.T) {
@@ -111,4 +111,16 @@ func TestSplitArgsQuoting(t *testing.T) {
 	assert.Equal(t, `"a \"b\" \\ \'"`, string(appendQuoted(nil, `a "b" \ '`)))
 	assert.Equal(t, `kube-proxy_1`, string(appendQuoted(nil, `kube-proxy_1`)))
 	assert.Equal(t, `"default/web:http"`, string(appendQuoted(nil, `default/web:http`)))
+}
+
+// Recorded with iptables 1.8.9 (nf_tables): an inverted port range from 0
+// is stored and printed as its complement.
+func TestInvertedPortRangeFromZero(t *testing.T) {
+	rs := NewRuleset(IPv4)
+	rs.MustExec("-A INPUT -p tcp ! --sport 0:5", "-A INPUT -p udp ! --dport 0:65534", "-A INPUT -p tcp ! --sport 5:65535")
+	b, err := rs.AppendRules(nil, Filter, "INPUT", 0, false)
+	require.NoError(t, err)
+	assert.Equal(t, "-P INPUT ACCEPT\n-A INPUT -p tcp -m tcp --sport 6:65535\n-A INPUT -p udp -m udp --dport 65535\n-A INPUT -p tcp -m tcp ! --sport 5:65535\n", string(b))
+	assert.ErrorIs(t, rs.Exec("-A INPUT -p tcp ! --dport 0:65535"), ErrUnsupported)
+	assert.ErrorIs(t, rs.Exec("-A INPUT -i! -j ACCEPT"), ErrBadValue)
 }

@@ -91,12 +91,21 @@ type Host struct {
 	ctx    evalCtx
 	ct     *conntrack.Table
 	sets   *ipset.Registry
+	// explaining suppresses every state change while Explain walks; oracle
+	// answers its random draws.
+	explaining bool
+	oracle     *explainOracle
+	ctPCG      *rand.PCG // conntrack's random source, snapshotted by Explain
+	// recent holds the recent match's lists, by family and name.
+	recent map[recentKey]*recentList
 	// setRefs are the set references each family's rules hold.
 	setRefs [2][]string
 	// cur is the current packet's connection, set at the conntrack hook;
 	// notrack is set when raw's NOTRACK or CT --notrack untracked it.
 	cur     conntrack.Info
 	notrack bool
+	// loopback is set while a locally generated packet re-enters through lo.
+	loopback bool
 	// Tracing records every step of each packet in Result.Trace.
 	Tracing bool
 	trace   []Step
@@ -112,7 +121,8 @@ func NewHost(cfg HostConfig) *Host {
 	h.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	h.rules[0], h.rules[1] = NewRuleset(IPv4), NewRuleset(IPv6)
 	h.ctx.host = h
-	h.ct = conntrack.NewTable(conntrack.Config{Clock: h.clock, Seed: cfg.Seed ^ 0x5bd1e995})
+	h.ctPCG = rand.NewPCG(cfg.Seed^0x5bd1e995, cfg.Seed^0xc2b2ae35)
+	h.ct = conntrack.NewTable(conntrack.Config{Clock: h.clock, Rand: rand.New(h.ctPCG)})
 	h.sets = ipset.NewRegistry(h.clock, rand.New(rand.NewPCG(cfg.Seed, 0x1b873593)))
 	return h
 }

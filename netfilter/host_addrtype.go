@@ -6,21 +6,24 @@ import "net/netip"
 // AddrType values; iface, when not empty, limits the lookup to that
 // interface (--limit-iface-in/--limit-iface-out).
 //
-// IPv4 follows inet_dev_addr_type as observed on Linux 6.18: 255.255.255.255
-// is BROADCAST and 224.0.0.0/4 MULTICAST without a lookup; every other
+// IPv4 follows inet_dev_addr_type as observed on Linux 6.18: 0.0.0.0 and
+// 255.255.255.255 are BROADCAST and 224.0.0.0/4 MULTICAST without a lookup
+// (0.0.0.1 is not special); every other
 // address is looked up in the local routing table only (the host's
 // addresses, 127.0.0.0/8 on "lo", the broadcast address of each subnet
 // shorter than /31, and RouteLocal/RouteBroadcast routes), and an address
 // found there on another interface than iface, or not found, is UNICAST.
 // Blackhole, unreachable and prohibit routes live in the main table, so the
-// kernel reports their addresses as UNICAST, and so does this model; so is
-// 0.0.0.0 (observed with a veth pair in a namespace).
+// kernel reports their addresses as UNICAST, and so does this model
+// (observed by injecting packets into a namespace, see TestAddrTypeKernel).
 //
 // IPv6 follows the kernel's match_type6: the result is the set of every
 // property that holds: UNSPEC for ::, MULTICAST for ff00::/8, UNICAST
-// otherwise, and from the route lookup LOCAL (an address of the host, or of
+// otherwise, and from the route lookup (multicast always routes when an
+// interface has IPv6) LOCAL (an address of the host, or of
 // iface when given), UNREACHABLE (no route, or a blackhole, unreachable or
-// prohibit route) and ANYCAST (the subnet-router address of a connected
+// prohibit route, or, when the lookup is bound to iface, an address
+// routed elsewhere) and ANYCAST (the subnet-router address of a connected
 // prefix shorter than /127).
 func (h *Host) addrType(a netip.Addr, iface string) uint16 {
 	a = a.Unmap()
@@ -30,8 +33,11 @@ func (h *Host) addrType(a netip.Addr, iface string) uint16 {
 	return uint16(h.addrType6(a, iface))
 }
 
+// loopbackNet4 is the local route the kernel adds on lo.
+var loopbackNet4 = netip.PrefixFrom(netip.AddrFrom4([4]byte{127, 0, 0, 0}), 8)
+
 func (h *Host) addrType4(a netip.Addr, iface string) AddrType {
-	if a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+	if a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) || a == netip.IPv4Unspecified() {
 		return AddrBroadcast
 	}
 	if a.As4()[0]&0xf0 == 224 {
@@ -43,7 +49,7 @@ func (h *Host) addrType4(a netip.Addr, iface string) AddrType {
 			best, bestBits, dev = t, p.Bits(), on
 		}
 	}
-	consider(netip.MustParsePrefix("127.0.0.0/8"), AddrLocal, "lo")
+	consider(loopbackNet4, AddrLocal, "lo")
 	for _, i := range h.ifaces {
 		for _, p := range i.Addrs {
 			if !p.Addr().Is4() {
@@ -90,6 +96,9 @@ func (h *Host) addrType6(a netip.Addr, iface string) AddrType {
 	if iface != "" && h.hasAddrOn(a, iface) {
 		t |= AddrLocal
 	}
+	if t == AddrMulticast && h.hasIPv6Iface() {
+		return t // every IPv6 interface has ff00::/8 in the local table
+	}
 	r, ok := h.route(a)
 	if !ok {
 		return t&^AddrLocal | AddrUnreachable
@@ -100,8 +109,14 @@ func (h *Host) addrType6(a netip.Addr, iface string) AddrType {
 	case RouteLocal:
 		if iface == "" {
 			t |= AddrLocal
+		} else if !h.hasAddrOn(a, iface) {
+			// The lookup is bound to iface, where the address is not.
+			return t | AddrUnreachable
 		}
 	case RouteUnicast:
+		if iface != "" && r.Iface != iface {
+			return t | AddrUnreachable
+		}
 		if !r.Gateway.IsValid() && r.Dst.Bits() < 127 && r.Dst.Addr() == a {
 			t |= AddrAnycast
 		}
@@ -118,6 +133,17 @@ func (h *Host) hasAddrOn(a netip.Addr, iface string) bool {
 	if i := h.Interface(iface); i != nil {
 		for _, p := range i.Addrs {
 			if p.Addr() == a {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (h *Host) hasIPv6Iface() bool {
+	for _, i := range h.ifaces {
+		for _, p := range i.Addrs {
+			if p.Addr().Is6() {
 				return true
 			}
 		}

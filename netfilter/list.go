@@ -27,7 +27,7 @@ type ListOptions struct {
 // /etc/services and /etc/networks and from the single /etc/hosts entry
 // "127.0.0.1 localhost", so the output does not depend on the machine.
 func (rs *Ruleset) AppendList(b []byte, table TableID, chain string, opt ListOptions) ([]byte, error) {
-	if table >= numTables {
+	if table == NoTable || table >= numTables {
 		return b, fmt.Errorf("%w: %s", ErrUnknownTable, table)
 	}
 	t := rs.Table(table)

@@ -180,6 +180,11 @@ func (m *LimitMatch) match(c *evalCtx) bool {
 		return false // compile gives every limit match its state
 	}
 	now := c.host.clock.Now().UnixNano()
+	if c.host.explaining {
+		// Explain reads the bucket without spending from it.
+		cp := *st
+		st = &cp
+	}
 	if c.host.cfg.Backend == Legacy {
 		return m.matchLegacy(st, now/(1e9/limitHZ))
 	}

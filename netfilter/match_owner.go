@@ -21,6 +21,9 @@ type OwnerMatch struct {
 	InvUID, InvGID  bool
 	SocketExists    bool // --socket-exists given
 	InvSocketExists bool
+	// SupplGroups makes the GID test also accept a supplementary group of
+	// the socket owner (--suppl-groups).
+	SupplGroups bool
 }
 
 func init() {
@@ -61,9 +64,10 @@ func parseIDRange(opt, s string, names map[uint32]string) (IDRange, error) {
 	if !isRange {
 		hi = lo
 	}
-	a, err1 := strconv.ParseUint(lo, 10, 32)
-	b, err2 := strconv.ParseUint(hi, 10, 32)
-	if err1 != nil || err2 != nil || a > 0xfffffffe || b > 0xfffffffe {
+	// strtoul with base 0, after leading blanks, as iptables reads IDs.
+	a, ok1 := parseCUint(strings.TrimLeft(lo, " \t"), 0xfffffffe)
+	b, ok2 := parseCUint(strings.TrimLeft(hi, " \t"), 0xfffffffe)
+	if !ok1 || !ok2 {
 		return IDRange{}, badValue("owner", opt, s, "a known name, an ID or a range MIN-MAX")
 	}
 	if a > b {
@@ -92,7 +96,7 @@ func (m *OwnerMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error 
 		if !m.HasGID {
 			return badValue("owner", "--suppl-groups", "", "--gid-owner before it")
 		}
-		return fmt.Errorf("%w: owner --suppl-groups (supplementary groups are not modelled)", ErrUnsupported)
+		m.SupplGroups = true
 	}
 	return nil
 }
@@ -119,7 +123,7 @@ func appendIDRange(b []byte, r IDRange, names map[uint32]string) []byte {
 	return strconv.AppendUint(b, uint64(r.Min), 10)
 }
 
-func (m *OwnerMatch) appendItems(b []byte, sock, uid, gid string, numeric bool) []byte {
+func (m *OwnerMatch) appendItems(b []byte, sock, uid, gid, suppl string, numeric bool) []byte {
 	users, groups := ownerUsers, ownerGroups
 	if numeric {
 		users, groups = nil, nil
@@ -138,15 +142,18 @@ func (m *OwnerMatch) appendItems(b []byte, sock, uid, gid string, numeric bool) 
 		b = append(b, gid...)
 		b = appendIDRange(b, m.GID, groups)
 	}
+	if m.SupplGroups {
+		b = append(b, suppl...)
+	}
 	return b
 }
 
 func (m *OwnerMatch) appendSave(b []byte) []byte {
-	return m.appendItems(b, " --socket-exists", " --uid-owner ", " --gid-owner ", true)
+	return m.appendItems(b, " --socket-exists", " --uid-owner ", " --gid-owner ", " --suppl-groups", true)
 }
 
 func (m *OwnerMatch) appendList(b []byte, numeric bool) []byte {
-	return m.appendItems(b, " owner socket exists", " owner UID match ", " owner GID match ", numeric)
+	return m.appendItems(b, " owner socket exists", " owner UID match ", " owner GID match ", " incl. suppl. groups", numeric)
 }
 
 func (m *OwnerMatch) match(c *evalCtx) bool {
@@ -161,8 +168,19 @@ func (m *OwnerMatch) match(c *evalCtx) bool {
 	if m.HasUID && m.UID.contains(p.UID) == m.InvUID {
 		return false
 	}
-	if m.HasGID && m.GID.contains(p.GID) == m.InvGID {
-		return false
+	if m.HasGID {
+		in := m.GID.contains(p.GID)
+		if !in && m.SupplGroups {
+			for _, g := range p.Groups[:min(int(p.NumGroups), len(p.Groups))] {
+				if m.GID.contains(g) {
+					in = true
+					break
+				}
+			}
+		}
+		if in == m.InvGID {
+			return false
+		}
 	}
 	return true
 }

@@ -38,7 +38,7 @@ func (t PktType) String() string {
 }
 
 // PktTypeMatch is "-m pkttype [!] --pkt-type unicast|broadcast|multicast|
-// otherhost|outgoing|loopback".
+// otherhost" ("host" is unicast).
 type PktTypeMatch struct {
 	Type   PktType
 	Invert bool
@@ -52,12 +52,16 @@ func init() {
 
 func (m *PktTypeMatch) set(_ *ruleCtx, _ string, inv bool, args []string) error {
 	for _, n := range pktTypeNames {
+		// iptables 1.8.9 accepts only these five names (case-insensitive).
+		if n.t > PktOtherHost {
+			continue
+		}
 		if strings.EqualFold(n.name, args[0]) {
 			m.Type, m.Invert = n.t, inv
 			return nil
 		}
 	}
-	return badValue("pkttype", "--pkt-type", args[0], "unicast, broadcast, multicast, otherhost, outgoing or loopback")
+	return badValue("pkttype", "--pkt-type", args[0], "unicast, broadcast, multicast, host or otherhost")
 }
 
 func (m *PktTypeMatch) done(*ruleCtx) (any, error) {

@@ -116,7 +116,6 @@ func TestIPRangeAndLengthSemantics(t *testing.T) {
 }
 
 func TestHostAddrType(t *testing.T) {
-	t.Skip("in progress: addrtype host table (issue 3)")
 	h := NewHost(HostConfig{})
 	require.NoError(t, h.AddInterface("eth0", p4("10.1.0.2/24"), p4("2001:db8:1::2/64")))
 	require.NoError(t, h.AddInterface("eth1", p4("192.168.7.1/30")))
@@ -135,7 +134,8 @@ func TestHostAddrType(t *testing.T) {
 		{"224.0.0.5", "", AddrMulticast},
 		{"127.0.0.5", "", AddrLocal},
 		{"8.8.8.8", "", AddrUnicast},
-		{"0.0.0.0", "", AddrUnicast},
+		{"0.0.0.0", "", AddrBroadcast},
+		{"0.0.0.1", "", AddrUnicast},
 		{"10.9.9.1", "", AddrUnicast},
 		{"192.168.7.3", "", AddrBroadcast},
 		{"10.1.0.2", "eth0", AddrLocal},
@@ -144,10 +144,10 @@ func TestHostAddrType(t *testing.T) {
 		{"127.0.0.1", "lo", AddrLocal},
 		{"255.255.255.255", "eth1", AddrBroadcast},
 		// IPv6: the set of properties match_type6 tests.
-		{"::", "", AddrUnspec},
+		{"::", "", AddrUnspec | AddrUnreachable},
 		{"ff02::1", "", AddrMulticast},
 		{"2001:db8:1::2", "", AddrUnicast | AddrLocal},
-		{"2001:db8:1::2", "eth1", AddrUnicast},
+		{"2001:db8:1::2", "eth1", AddrUnicast | AddrUnreachable},
 		{"2001:db8:1::", "", AddrUnicast | AddrAnycast},
 		{"2001:db8:dead::1", "", AddrUnicast | AddrUnreachable},
 		{"2001:db8:2::1", "", AddrUnicast | AddrUnreachable},
@@ -329,6 +329,11 @@ func TestMACOwnerPhysdevHelperSemantics(t *testing.T) {
 	noSock := parseMatch(t, IPv4, "OUTPUT", "-m owner ! --socket-exists")
 	assert.True(t, evalOn(h, noSock, Packet{}))
 	assert.False(t, evalOn(h, noSock, Packet{HasSocket: true}))
+	suppl := parseMatch(t, IPv4, "OUTPUT", "-m owner --gid-owner 100 --suppl-groups")
+	assert.True(t, evalOn(h, suppl, Packet{HasSocket: true, GID: 5, Groups: [16]uint32{4, 100}, NumGroups: 2}))
+	assert.False(t, evalOn(h, suppl, Packet{HasSocket: true, GID: 5, Groups: [16]uint32{4, 100}, NumGroups: 1}))
+	plain := parseMatch(t, IPv4, "OUTPUT", "-m owner --gid-owner 100")
+	assert.False(t, evalOn(h, plain, Packet{HasSocket: true, GID: 5, Groups: [16]uint32{100}, NumGroups: 1}), "supplementary groups count only with --suppl-groups")
 	allInv := parseMatch(t, IPv4, "OUTPUT", "-m owner ! --uid-owner 0")
 	assert.True(t, evalOn(h, allInv, Packet{}), "no socket and every option inverted")
 
@@ -348,4 +353,44 @@ func TestMACOwnerPhysdevHelperSemantics(t *testing.T) {
 	hm = parseMatch(t, IPv4, "T", "-m helper ! --helper ftp")
 	assert.True(t, evalOn(h, hm, Packet{}))
 	assert.True(t, evalOn(h, parseMatch(t, IPv4, "T", "-m comment --comment x"), Packet{}))
+}
+
+func TestSCTPChunkSemantics(t *testing.T) {
+	h := NewHost(HostConfig{})
+	data := func(flags uint8) SCTPChunk { return SCTPChunk{Type: 0, Flags: flags} }
+	initc, sack := SCTPChunk{Type: 1}, SCTPChunk{Type: 3}
+	cases := []struct {
+		spec   string
+		chunks []SCTPChunk
+		want   bool
+	}{
+		{"--chunk-types any DATA,INIT", []SCTPChunk{sack, initc}, true},
+		{"--chunk-types any DATA,INIT", []SCTPChunk{sack}, false},
+		{"--chunk-types any DATA:B", []SCTPChunk{data(0)}, false},
+		{"--chunk-types any DATA:B", []SCTPChunk{data(0), data(2)}, true},
+		{"--chunk-types any DATA:b", []SCTPChunk{data(2)}, false},
+		{"--chunk-types all DATA,INIT", []SCTPChunk{data(0), sack, initc}, true},
+		{"--chunk-types all DATA,INIT", []SCTPChunk{data(0), sack}, false},
+		{"--chunk-types only DATA,INIT", []SCTPChunk{data(0), initc}, true},
+		{"--chunk-types only DATA,INIT", []SCTPChunk{data(0), sack}, false},
+		{"--chunk-types only DATA:E", []SCTPChunk{data(1), data(3)}, true},
+		{"--chunk-types only DATA:E", []SCTPChunk{data(1), data(2)}, false},
+		{"! --chunk-types any INIT", []SCTPChunk{sack}, true},
+		{"--chunk-types all NONE", []SCTPChunk{sack}, true},
+		{"--chunk-types only ALL", []SCTPChunk{sack, initc}, true},
+	}
+	for _, tc := range cases {
+		var p0 Packet
+		m := parseMatch(t, IPv4, "T", "-p sctp -m sctp "+tc.spec)
+		p := Packet{Proto: ProtoSCTP, NumSCTPChunks: uint8(copy(p0.SCTPChunks[:], tc.chunks))}
+		p.SCTPChunks = p0.SCTPChunks
+		assert.Equal(t, tc.want, evalOn(h, m, p), "%s %v", tc.spec, tc.chunks)
+	}
+	m := parseMatch(t, IPv4, "T", "-p sctp -m sctp ! --chunk-types any INIT")
+	c := &evalCtx{pkt: &Packet{Proto: ProtoSCTP}, host: h}
+	assert.False(t, m.match(c))
+	assert.True(t, c.hotdrop, "a packet without chunks is dropped as malformed")
+	m = parseMatch(t, IPv4, "T", "-p sctp --sport 5 --dport 1:10")
+	assert.True(t, evalOn(h, m, Packet{Proto: ProtoSCTP, SrcPort: 5, DstPort: 10}))
+	assert.False(t, evalOn(h, m, Packet{Proto: ProtoSCTP, SrcPort: 5, DstPort: 11}))
 }

@@ -172,7 +172,7 @@ func (m *SetMatch) match(c *evalCtx) bool {
 	k := m.key(s, c.pkt)
 	var match, nomatch bool
 	now := c.host.clock.Now()
-	if m.NoUpdateCounters {
+	if m.NoUpdateCounters || c.host.explaining {
 		match, nomatch = s.Lookup(k, now)
 	} else {
 		match, nomatch = s.LookupCount(k, now, c.pkt.Length)

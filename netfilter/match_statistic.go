@@ -175,13 +175,15 @@ func (m *StatisticMatch) initialState() uint32 {
 
 func (m *StatisticMatch) match(c *evalCtx) bool {
 	if m.Mode == StatisticRandom {
-		return (c.host.rng.Uint32()&0x7fffffff < m.Probability) != m.Invert
+		return c.host.randomMatch(m.Probability, m.Invert)
 	}
 	st := &c.rule.state[c.matchIdx]
+	next := *st + 1
 	if *st >= m.Every-1 {
-		*st = 0
-	} else {
-		*st++
+		next = 0
 	}
-	return (*st == 0) != m.Invert
+	if !c.host.explaining {
+		*st = next
+	}
+	return (next == 0) != m.Invert
 }

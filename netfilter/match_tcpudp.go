@@ -123,6 +123,14 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 	if !ok {
 		return badValue(mod, "--"+opt, args[0], "a port, a service name or a range PORT:PORT")
 	}
+	if inv && pr.Lo == 0 && pr.Hi != 0 {
+		// iptables-nft stores "! 0:N" as the complement N+1:65535 and
+		// prints it that way (recorded with iptables 1.8.9).
+		if pr.Hi == 65535 {
+			return fmt.Errorf("%w: %s: \"! --%s 0:65535\" (iptables-nft drops the whole match when printing it)", ErrUnsupported, mod, opt)
+		}
+		pr, inv = PortRange{pr.Hi + 1, 65535}, false
+	}
 	*r, *invp, *has = pr, inv, true
 	return nil
 }
@@ -337,7 +345,7 @@ func (m *TCPMatch) match(c *evalCtx) bool {
 	if p.FragOffset != 0 {
 		return false
 	}
-	if m.SrcPorts.contains(p.SrcPort) == m.InvSrcPorts || m.DstPorts.contains(p.DstPort) == m.InvDstPorts {
+	if !portsMatch(c, p, m.SrcPorts, m.DstPorts, m.InvSrcPorts, m.InvDstPorts) {
 		return false
 	}
 	if m.FlagsMask != 0 && (p.TCPFlags&m.FlagsMask == m.FlagsCmp) == m.InvFlags {
@@ -354,5 +362,19 @@ func (m *UDPMatch) match(c *evalCtx) bool {
 	if p.FragOffset != 0 {
 		return false
 	}
-	return m.SrcPorts.contains(p.SrcPort) != m.InvSrcPorts && m.DstPorts.contains(p.DstPort) != m.InvDstPorts
+	return portsMatch(c, p, m.SrcPorts, m.DstPorts, m.InvSrcPorts, m.InvDstPorts)
+}
+
+// portsMatch tests the port options of the tcp and udp matches.
+//
+// iptables-nft 1.8.9 compiles "! --sport P ! --dport Q" with single ports
+// into one 4-byte comparison of both ports with "!=", which holds when
+// either port differs rather than when both do (seen with nft
+// --debug=netlink; internal/difftest TestKernelInvertedPortPair pins it).
+// The NFTables backend reproduces that; legacy tests each port.
+func portsMatch(c *evalCtx, p *Packet, sp, dp PortRange, invS, invD bool) bool {
+	if invS && invD && sp.Lo == sp.Hi && dp.Lo == dp.Hi && c.host.cfg.Backend == NFTables {
+		return p.SrcPort != sp.Lo || p.DstPort != dp.Lo
+	}
+	return sp.contains(p.SrcPort) != invS && dp.contains(p.DstPort) != invD
 }

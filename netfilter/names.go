@@ -40,8 +40,11 @@ func (f Family) command() string {
 type TableID uint8
 
 // The tables, in the order iptables-save (nf_tables backend) prints them.
+// NoTable is the zero value: a step that happened outside any table, such
+// as the routing decision.
 const (
-	Mangle TableID = iota
+	NoTable TableID = iota
+	Mangle
 	Security
 	Raw
 	Filter
@@ -62,7 +65,7 @@ func (t TableID) String() string {
 // ParseTable returns the table called name, as given to iptables -t.
 func ParseTable(name string) (TableID, error) {
 	for i, n := range tableNames {
-		if n == name {
+		if n == name && n != "" {
 			return TableID(i), nil
 		}
 	}

@@ -105,12 +105,28 @@ func (h *Host) translate(hk Hook, p *Packet) {
 	}
 	k := natManip(hk)
 	tp := packetTuple(p)
+	if h.cur.State == conntrack.StateRelated && conntrack.IsICMPError(p.Proto, p.ICMPType) {
+		// An ICMP error about a NATed connection: the outer addresses and
+		// the quoted header are rewritten (nf_nat_icmp_reply_translation).
+		outer, inner, changed := e.TranslateRelated(k, h.cur.Dir, tp, innerTuple(&p.Inner))
+		if changed {
+			p.Src, p.Dst = outer.Src, outer.Dst
+			in := &p.Inner
+			in.Src, in.Dst = inner.Src, inner.Dst
+			if hasPorts(in.Proto) {
+				in.SrcPort, in.DstPort = inner.SrcPort, inner.DstPort
+			} else if in.Proto == ProtoICMP || in.Proto == ProtoICMPv6 {
+				in.ICMPID = inner.SrcPort
+			}
+		}
+		return
+	}
 	if out, changed := e.Translate(k, h.cur.Dir, tp); changed {
 		p.Src, p.Dst = out.Src, out.Dst
 		if hasPorts(p.Proto) {
 			p.SrcPort, p.DstPort = out.SrcPort, out.DstPort
-		} else if p.Proto == ProtoICMP || p.Proto == ProtoICMPv6 {
-			p.ICMPID = out.SrcPort
+		} else if (p.Proto == ProtoICMP || p.Proto == ProtoICMPv6) && !conntrack.IsICMPError(p.Proto, p.ICMPType) {
+			p.ICMPID = out.SrcPort // the echo identifier follows the binding
 		}
 	}
 }

@@ -82,10 +82,40 @@ type Packet struct {
 	// says there is one (-m owner).
 	UID, GID  uint32
 	HasSocket bool
+	// Groups[:NumGroups] are the socket owner's supplementary groups
+	// (--suppl-groups). Fixed arrays keep Packet comparable.
+	Groups    [16]uint32
+	NumGroups uint8
 	// PhysIn and PhysOut are the bridge ports of a bridged frame, and
 	// Bridged says the frame crossed a bridge (-m physdev).
 	PhysIn, PhysOut string
 	Bridged         bool
+	// SCTPChunks[:NumSCTPChunks] are the chunks of an SCTP packet in
+	// order, for -m sctp --chunk-types; a packet with none is malformed
+	// there.
+	SCTPChunks    [8]SCTPChunk
+	NumSCTPChunks uint8
+	// Inner is, for an ICMP or ICMPv6 error, the header of the packet the
+	// error quotes; conntrack relates the error to that packet's
+	// connection. Zero otherwise.
+	Inner InnerHeader
+}
+
+// InnerHeader is the part of the packet quoted by an ICMP error that
+// conntrack and NAT read: its addresses, protocol and ports (or ICMP
+// type, code and identifier).
+type InnerHeader struct {
+	Proto            uint8
+	Src, Dst         netip.Addr
+	SrcPort, DstPort uint16
+	ICMPType         uint8
+	ICMPCode         uint8
+	ICMPID           uint16
+}
+
+// SCTPChunk is the type and flags of one chunk of an SCTP packet.
+type SCTPChunk struct {
+	Type, Flags uint8
 }
 
 // hasTCPOption reports whether the TCP header carries option kind.

@@ -318,6 +318,9 @@ func checkIfaceName(v string) error {
 	if v == "" {
 		return fmt.Errorf("%w: empty interface name", ErrBadValue)
 	}
+	if v[0] == '!' {
+		return fmt.Errorf("%w: interface name %q starts with '!' (write \"! -i NAME\")", ErrBadValue, v)
+	}
 	if len(v) > 15 {
 		return fmt.Errorf("%w: interface name %q must be shorter than 16 characters", ErrBadValue, v)
 	}

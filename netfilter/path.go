@@ -91,6 +91,14 @@ type Result struct {
 	Emitted []Packet
 	// Trace is every step, when the host's Tracing is on.
 	Trace []Step
+	// Reason explains a drop outside the rules: the routing decision
+	// ("no route to host", "forwarding disabled", "TTL exceeded",
+	// "blackhole", "unreachable", "prohibited") or conntrack ("conntrack
+	// table full", "conntrack clash"). It is empty otherwise.
+	Reason string
+	// Conn is the packet's connection after the packet, or nil when the
+	// packet was not tracked (no rule needs conntrack, NOTRACK, INVALID).
+	Conn *conntrack.Entry
 }
 
 func (h *Host) decide(c *evalCtx, r *crule) {
@@ -162,21 +170,25 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 	for _, id := range h.hookTables(hk) {
 		switch id {
 		case regTrack:
-			if !prog.conntrack || h.notrack {
+			if !prog.conntrack || h.notrack || h.loopback {
 				continue
 			}
-			info, err := h.ct.Track(packetFacts(p))
+			track := h.ct.Track
+			if h.explaining {
+				track = h.explainLookup
+			}
+			info, err := track(packetFacts(p))
 			if err != nil {
-				res.Verdict, res.Disposition = VerdictDrop, Dropped
+				res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack table full"
 				h.where = Step{Hook: hk, Action: "CONNTRACK"}
 				return false
 			}
 			h.cur = info
 			continue
 		case regConfirm:
-			if h.cur.Entry != nil && !h.cur.Entry.Confirmed() {
+			if h.cur.Entry != nil && !h.cur.Entry.Confirmed() && !h.explaining {
 				if err := h.ct.Confirm(h.cur.Entry); err != nil {
-					res.Verdict, res.Disposition = VerdictDrop, Dropped
+					res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack clash"
 					h.where = Step{Hook: hk, Action: "CONNTRACK"}
 					return false
 				}
@@ -265,14 +277,28 @@ func ctTupleOf(t conntrack.Tuple) ctTuple {
 // setCTMark sets the mark of the packet's connection (CONNMARK).
 func (c *evalCtx) setCTMark(v uint32) {
 	if e := c.host.cur.Entry; e != nil {
-		e.Mark = v
+		if !c.host.explaining || !e.Confirmed() {
+			e.Mark = v
+		}
 		c.ct.mark = v
 	}
 }
 
 // packetFacts is what conntrack needs to know of a packet.
 func packetFacts(p *Packet) conntrack.Facts {
-	return conntrack.Facts{Tuple: packetTuple(p), TCPFlags: uint8(p.TCPFlags), Len: p.Length}
+	return conntrack.Facts{Tuple: packetTuple(p), TCPFlags: uint8(p.TCPFlags), Len: p.Length, Inner: innerTuple(&p.Inner)}
+}
+
+// innerTuple is the conntrack tuple of the packet an ICMP error quotes.
+func innerTuple(in *InnerHeader) conntrack.Tuple {
+	t := conntrack.Tuple{Src: in.Src, Dst: in.Dst, Proto: in.Proto}
+	switch {
+	case hasPorts(in.Proto):
+		t.SrcPort, t.DstPort = in.SrcPort, in.DstPort
+	case in.Proto == ProtoICMP || in.Proto == ProtoICMPv6:
+		t.SrcPort, t.ICMPType, t.ICMPCode = in.ICMPID, in.ICMPType, in.ICMPCode
+	}
+	return t
 }
 
 // Receive sends a packet that arrived on interface iface through
@@ -306,11 +332,14 @@ func familyOf(a netip.Addr) Family {
 func (h *Host) walk(p *Packet, local bool) Result {
 	h.trace = h.trace[:0]
 	h.where = Step{}
-	h.cur, h.notrack = conntrack.Info{}, false
+	h.cur, h.notrack, h.loopback = conntrack.Info{}, false, false
 	var res Result
 	finish := func() Result {
 		res.Packet = *p
 		res.Where = h.where
+		if e := h.cur.Entry; e != nil && e.Confirmed() {
+			res.Conn = e
+		}
 		if h.Tracing {
 			res.Trace = append([]Step(nil), h.trace...)
 		}
@@ -318,8 +347,8 @@ func (h *Host) walk(p *Packet, local bool) Result {
 	}
 	if local {
 		out, ok := h.route(p.Dst)
-		if !ok {
-			res.Verdict, res.Disposition = VerdictDrop, Dropped
+		if reason := routeFailure(out, ok); reason != "" {
+			res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
 			h.where = Step{Hook: Output, Action: "ROUTE"}
 			return finish()
 		}
@@ -336,6 +365,18 @@ func (h *Host) walk(p *Packet, local bool) Result {
 		if !h.runHook(Postrouting, p, &res) {
 			return finish()
 		}
+		if h.isLocal(p.Dst) {
+			// Through the loopback device and back in: PREROUTING and
+			// INPUT on "lo". The packet keeps its connection, so conntrack
+			// does not look it up again and nat does not run again.
+			p.In, p.Out = "lo", ""
+			h.loopback = true
+			if !h.runHook(Prerouting, p, &res) || !h.runHook(Input, p, &res) {
+				return finish()
+			}
+			res.Disposition = Delivered
+			return finish()
+		}
 		res.Disposition = Sent
 		return finish()
 	}
@@ -350,17 +391,20 @@ func (h *Host) walk(p *Packet, local bool) Result {
 		return finish()
 	}
 	out, ok := h.route(p.Dst)
-	if !ok || h.cfg.NoForwarding || out.Type != RouteUnicast {
-		res.Verdict, res.Disposition = VerdictDrop, Dropped
+	reason := routeFailure(out, ok)
+	switch {
+	case reason != "":
+	case h.cfg.NoForwarding:
+		reason = "forwarding disabled"
+	case p.TTL <= 1:
+		reason = "TTL exceeded"
+	}
+	if reason != "" {
+		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
 		h.where = Step{Hook: Prerouting, Action: "ROUTE"}
 		return finish()
 	}
 	p.Out = out.Iface
-	if p.TTL <= 1 {
-		res.Verdict, res.Disposition = VerdictDrop, Dropped
-		h.where = Step{Hook: Prerouting, Action: "ROUTE"}
-		return finish()
-	}
 	p.TTL--
 	if !h.runHook(Forward, p, &res) {
 		return finish()
@@ -370,6 +414,21 @@ func (h *Host) walk(p *Packet, local bool) Result {
 	}
 	res.Disposition = Forwarded
 	return finish()
+}
+
+// routeFailure names why a route lookup gives no way out, or "".
+func routeFailure(r Route, ok bool) string {
+	switch {
+	case !ok:
+		return "no route to host"
+	case r.Type == RouteBlackhole:
+		return "blackhole"
+	case r.Type == RouteUnreachable:
+		return "unreachable"
+	case r.Type == RouteProhibit:
+		return "prohibited"
+	}
+	return ""
 }
 
 // route returns the longest-prefix route to dst.

@@ -165,3 +165,16 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+func TestLocalToLocalGoesThroughLoopback(t *testing.T) {
+	h := testHost(t, "*filter\n-A OUTPUT -o lo -j ACCEPT\n-A INPUT -i lo -p tcp --dport 22 -j DROP\nCOMMIT\n", HostConfig{})
+	p := tcpPacket("192.168.10.1", "192.168.10.1", 22, SYN)
+	p.Src = netip.Addr{} // chosen by the host
+	res := h.Send(p)
+	assert.Equal(t, Dropped, res.Disposition)
+	assert.Equal(t, Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 1}, res.Where)
+	assert.Equal(t, netip.MustParseAddr("192.168.10.1"), res.Packet.Src)
+	res = h.Send(tcpPacket("127.0.0.1", "127.0.0.1", 80, SYN))
+	assert.Equal(t, Delivered, res.Disposition)
+	assert.Equal(t, "lo", res.Packet.In)
+}

@@ -35,15 +35,18 @@ func (rs *Ruleset) Family() Family { return rs.family }
 
 // Table returns table id, or nil when it does not exist yet.
 func (rs *Ruleset) Table(id TableID) *Table {
-	if id >= numTables {
+	if id == NoTable || id >= numTables {
 		return nil
 	}
 	return rs.tables[id]
 }
 
 // EnsureTable returns table id, creating it with its built-in chains
-// (policy ACCEPT, zero counters) if needed.
+// (policy ACCEPT, zero counters) if needed. It returns nil for an invalid id.
 func (rs *Ruleset) EnsureTable(id TableID) *Table {
+	if id == NoTable || id >= numTables {
+		return nil
+	}
 	if t := rs.tables[id]; t != nil {
 		return t
 	}

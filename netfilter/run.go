@@ -17,8 +17,10 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 				// A built-in chain's end, or a user chain reached by goto
 				// from it: the built-in policy decides.
 				base := &t.rules[t.baseEnd[c.hook]]
-				base.chain.Counters.Packets++
-				base.chain.Counters.Bytes += uint64(p.Length)
+				if !h.explaining {
+					base.chain.Counters.Packets++
+					base.chain.Counters.Bytes += uint64(p.Length)
+				}
 				h.traceStep(c, base, "POLICY:"+base.policy.String())
 				if base.policy == PolicyDrop {
 					h.decide(c, base)
@@ -39,8 +41,10 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 			pc++
 			continue
 		}
-		r.rule.Counters.Packets++
-		r.rule.Counters.Bytes += uint64(p.Length)
+		if !h.explaining {
+			r.rule.Counters.Packets++
+			r.rule.Counters.Bytes += uint64(p.Length)
+		}
 		kind := r.kind
 		if r.apply != nil {
 			c.rule = r

@@ -100,8 +100,8 @@ func appendCounterPair(b []byte, c Counters) []byte {
 }
 
 // appendSpec appends the rule after "-A CHAIN" in iptables-save order:
-// addresses, interfaces, protocol, fragment, counters (when cnt is not nil,
-// as -S -v prints them), matches, target.
+// addresses, interfaces, protocol, fragment, matches, counters (when cnt
+// is not nil, as -S -v prints them), target.
 func (r *Rule) appendSpec(b []byte, cnt *Counters) []byte {
 	ip := &r.IP
 	if ip.Src.IsValid() && (ip.Src.Bits() > 0 || ip.InvSrc) { // iptables-save omits an address /0
@@ -135,16 +135,17 @@ func (r *Rule) appendSpec(b []byte, cnt *Counters) []byte {
 	case NoFragments:
 		b = append(b, " ! -f"...)
 	}
-	if cnt != nil {
-		b = append(b, " -c "...)
-		b = strconv.AppendUint(b, cnt.Packets, 10)
-		b = append(b, ' ')
-		b = strconv.AppendUint(b, cnt.Bytes, 10)
-	}
 	for _, m := range r.Matches {
 		b = append(b, " -m "...)
 		b = append(b, m.Module()...)
 		b = m.appendSave(b)
+	}
+	if cnt != nil {
+		// iptables-nft 1.8.9 prints -S -v counters after the matches.
+		b = append(b, " -c "...)
+		b = strconv.AppendUint(b, cnt.Packets, 10)
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, cnt.Bytes, 10)
 	}
 	if r.Target != nil {
 		if j, ok := r.Target.(*JumpTarget); ok && j.Goto {

@@ -10,6 +10,10 @@
 //	packetwalk trace [node input] [--format text|json|xtables] PACKET...
 //	packetwalk save  [node input] [--packets FILE] [-c]
 //	packetwalk list  [node input] [--packets FILE] [-t TABLE] [-S] [-v] [CHAIN [N]]
+//	packetwalk conntrack [node input] [--packets FILE]
+//	packetwalk ipset [node input] [--packets FILE] [list|save] [SET...]
+//	packetwalk explain [node input] [--format text|json] [PACKET...] PACKET
+//	packetwalk kube -f CLUSTER.yaml [--layout current|legacy] [--node-name N] [--node-ip IP]...
 //
 // A PACKET is one argument of space-separated key=value tokens, for
 // example "in=eth0 src=192.168.10.2 dst=10.96.0.10 dport=80".
@@ -68,6 +72,9 @@ type cmdEnv struct {
 	stdin  io.Reader
 	out    bytes.Buffer // written to stdout only on success
 	stderr io.Writer
+	// summary is written to stderr after out, on success (the tools'
+	// "N entries have been shown." lines).
+	summary string
 }
 
 func subcommands() []subcommand {
@@ -75,13 +82,17 @@ func subcommands() []subcommand {
 		{"trace", "run packets through the node and show each one's walk", runTrace},
 		{"save", "print iptables-save output after running packets", runSave},
 		{"list", "print iptables -S (or -L) output after running packets", runList},
+		{"conntrack", "print conntrack -L output after running packets", runConntrack},
+		{"ipset", "print ipset list or save output after running packets", runIpset},
+		{"explain", "list every possible outcome of a packet with its exact probability", runExplain},
+		{"kube", "print the iptables-save text kube-proxy writes for a cluster", runKube},
 		{"demo", "walk a few packets through an embedded Kubernetes node", runDemo},
 	}
 }
 
 // planned names subcommands of the command-line contract that are not
 // built yet, so they are refused by name rather than as unknown.
-var planned = map[string]bool{"explain": true, "conntrack": true, "ipset": true, "kube": true, "pcap": true}
+var planned = map[string]bool{"pcap": true}
 
 // usageError is a mistake in the command line itself: exit status 2.
 type usageError struct{ msg string }
@@ -120,6 +131,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "%s: %v\n", env.name, werr)
 				return 1
 			}
+			fmt.Fprint(stderr, env.summary)
 			return 0
 		case errors.As(err, &ue):
 			fmt.Fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", env.name, oneLine(ue.msg), env.name)
@@ -148,7 +160,7 @@ func mainUsage() string {
 	b.WriteString("iptables rules, interfaces and routes and prints what happens.\n\n")
 	b.WriteString("Usage:\n  packetwalk COMMAND [flags] [arguments]\n\nCommands:\n")
 	for _, sc := range subcommands() {
-		fmt.Fprintf(&b, "  %-6s %s\n", sc.name, sc.summary)
+		fmt.Fprintf(&b, "  %-9s %s\n", sc.name, sc.summary)
 	}
 	b.WriteString("\nRun 'packetwalk COMMAND --help' for a command's flags and examples.\n\n")
 	b.WriteString("Capture a node snapshot for --node DIR with:\n")

@@ -17,7 +17,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files of cmd/packetwalk")
 
-const node1 = "testdata/node1"
+const (
+	node1 = "testdata/node1" // filter and mangle rules, routes recorded from ip -j
+	node2 = "testdata/node2" // ipsets and a conntrack snapshot
+)
 
 // golden cases run the command in-process; each golden file holds the
 // exit status, stdout and stderr.
@@ -48,7 +51,15 @@ var goldenCases = []struct {
 	{"list-S-rule", []string{"list", "--node", node1, "-S", "SSH", "2"}, ""},
 	{"list-nvL", []string{"list", "--node", node1, "--packets", node1 + "/packets", "-nvL", "--line-numbers"}, ""},
 	{"list-nvxL-chain", []string{"list", "--node", node1, "--packets", node1 + "/packets", "-t", "mangle", "-nvxL", "PREROUTING"}, ""},
+	{"trace-node2", []string{"trace", "--node", node2, "--packets", node2 + "/packets"}, ""},
+	{"trace-node2-json", []string{"trace", "--node", node2, "--packets", node2 + "/packets", "--format", "json"}, ""},
+	{"conntrack", []string{"conntrack", "--node", node2, "--packets", node2 + "/packets"}, ""},
+	{"ipset-list", []string{"ipset", "--node", node2, "--packets", node2 + "/packets"}, ""},
+	{"ipset-save-one", []string{"ipset", "--node", node2, "save", "BLOCK"}, ""},
+	{"help-conntrack", []string{"conntrack", "--help"}, ""},
+	{"help-ipset", []string{"ipset", "--help"}, ""},
 	{"demo", []string{"demo"}, ""},
+	{"demo-xtables", []string{"demo", "--format", "xtables"}, ""},
 	{"demo-json", []string{"demo", "--format", "json"}, ""},
 
 	// Usage errors: exit 2.
@@ -69,8 +80,10 @@ var goldenCases = []struct {
 	{"err-reply-forward", []string{"trace", "--addr", "eth0=10.0.0.1/24", "dst=10.0.0.2", "reply=3"}, ""},
 	{"err-unknown-in", []string{"trace", "--addr", "eth0=10.0.0.1/24", "in=eth9 src=10.0.0.2 dst=10.0.0.1"}, ""},
 	{"err-missing-file", []string{"trace", "--rules", "testdata/does-not-exist", "dst=10.0.0.1"}, ""},
-	{"err-ipsets-not-yet", []string{"trace", "--ipsets", "testdata/bad.rules", "dst=10.0.0.1"}, ""},
-	{"err-planned-command", []string{"explain", "dst=10.0.0.1"}, ""},
+	{"err-bad-ipsets", []string{"trace", "--ipsets", "testdata/bad.ipset", "dst=10.0.0.1"}, ""},
+	{"err-bad-conntrack", []string{"trace", "--conntrack", "testdata/bad.conntrack", "dst=10.0.0.1"}, ""},
+	{"err-list-one-rule", []string{"list", "--node", node1, "-L", "INPUT", "2"}, ""},
+	{"err-planned-command", []string{"pcap", "-r", "x.pcap"}, ""},
 	{"err-bad-addrs-json", []string{"trace", "--addrs", "testdata/bad-addr.json", "dst=10.0.0.1"}, ""},
 }
 
@@ -235,4 +248,31 @@ func FuzzTrace(f *testing.F) {
 			t.Fatalf("output on failure: %q", stdout)
 		}
 	})
+}
+
+func TestParseFlagsInterleaved(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		pos  []string
+		fmt  string
+	}{
+		{[]string{"a", "--format", "json", "b"}, []string{"a", "b"}, "json"},
+		{[]string{"--format=xtables", "a"}, []string{"a"}, "xtables"},
+		{[]string{"a", "--", "--format", "b"}, []string{"a", "--format", "b"}, "text"},
+		{[]string{"-"}, []string{"-"}, "text"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		format := fs.String("format", "text", "")
+		c := &cmdEnv{name: "t"}
+		pos, err := c.parseFlags(fs, command{}, tc.args)
+		require.NoError(t, err, tc.args)
+		assert.Equal(t, tc.pos, pos, tc.args)
+		assert.Equal(t, tc.fmt, *format, tc.args)
+	}
+}
+
+func TestSplitShortFlags(t *testing.T) {
+	assert.Equal(t, []string{"-n", "-v", "-L", "-t", "nat", "--", "-nv"},
+		splitShortFlags([]string{"-nvL", "-t", "nat", "--", "-nv"}))
+	assert.Equal(t, []string{"-nvq"}, splitShortFlags([]string{"-nvq"}), "unknown letters are left for flag to refuse")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,41 +14,42 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/ipset"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
 // nodeInput holds the flags that describe the simulated node; every
 // subcommand that needs a node shares them.
 type nodeInput struct {
-	rules, rules6    string
-	ipsets, ctFile   string
-	addrsFile        string
-	routesFile       string
-	dir              string
-	addrs            addrList
-	ifaces           ifaceList
-	routes           routeList
-	sysctls          sysctlMap
-	backend          backendFlag
-	seed             uint64
-	stdinUsed        bool // "-" may be given to one flag only
-	snapshotWarnings []string
+	rules, rules6  string
+	ipsets, ctFile string
+	addrsFile      string
+	routesFile     string
+	dir            string
+	addrs          addrList
+	ifaces         ifaceList
+	routes         routeList
+	sysctls        sysctlMap
+	backend        backendFlag
+	seed           uint64
+	stdinUsed      bool // "-" may be given to one flag only
 }
 
 // nodeFlagsHelp ends the help of subcommands that take node input.
 const nodeFlagsHelp = `
 Node input: --node DIR loads whichever of iptables-save, ip6tables-save,
-ip-addr.json and ip-route.json it holds (explicit flags win); --addr,
---iface and --route add to it. --addr also adds the connected route of its
-prefix (none for a /32), as the kernel does.
+ipset-save, ip-addr.json, ip-route.json and conntrack it holds (explicit
+flags win); --addr, --iface and --route add to it. --addr also adds the
+connected route of its prefix (none for a /32), as the kernel does.
 `
 
 func (n *nodeInput) register(fs *flag.FlagSet) {
-	fs.StringVar(&n.dir, "node", "", "snapshot `DIR` (iptables-save, ip6tables-save, ip-addr.json, ip-route.json)")
+	fs.StringVar(&n.dir, "node", "", "snapshot `DIR` (iptables-save, ip6tables-save, ipset-save, ip-addr.json, ip-route.json, conntrack)")
 	fs.StringVar(&n.rules, "rules", "", "iptables-save `FILE` ('-' = stdin)")
 	fs.StringVar(&n.rules6, "rules6", "", "ip6tables-save `FILE` ('-' = stdin)")
-	fs.StringVar(&n.ipsets, "ipsets", "", "'ipset save' `FILE` (not supported yet)")
-	fs.StringVar(&n.ctFile, "conntrack", "", "'conntrack -L' `FILE` (not supported yet)")
+	fs.StringVar(&n.ipsets, "ipsets", "", "'ipset save' `FILE`")
+	fs.StringVar(&n.ctFile, "conntrack", "", "'conntrack -L' `FILE`")
 	fs.StringVar(&n.addrsFile, "addrs", "", "'ip -j addr' JSON `FILE`")
 	fs.StringVar(&n.routesFile, "routes", "", "'ip -j route' JSON `FILE`")
 	fs.Var(&n.addrs, "addr", "interface address `IFACE=CIDR` (repeatable)")
@@ -90,6 +92,14 @@ func (e *inputError) Error() string {
 		msg := strings.TrimPrefix(pe.Error(), "line "+strconv.Itoa(pe.Line)+": ")
 		return e.file + ":" + strconv.Itoa(pe.Line) + ": " + msg
 	}
+	var se *ipset.ParseError
+	if errors.As(e.err, &se) {
+		return fmt.Sprintf("%s:%d: %v at %q", e.file, se.Line, se.Err, se.Text)
+	}
+	var ce *conntrack.ParseError
+	if errors.As(e.err, &ce) {
+		return fmt.Sprintf("%s:%d: %v at %q in %q", e.file, ce.Line, ce.Err, ce.Token, ce.Text)
+	}
 	if e.line > 0 {
 		return e.file + ":" + strconv.Itoa(e.line) + ": " + e.err.Error()
 	}
@@ -131,12 +141,6 @@ func displayName(name string) string {
 // build creates the host the flags describe. Interfaces come first (a
 // route needs its interface), then routes, then rules.
 func (n *nodeInput) build(stdin io.Reader) (*node, error) {
-	if n.ipsets != "" {
-		return nil, fmt.Errorf("--ipsets %s: ipset input is %w (the ipset package is not wired into the host)", n.ipsets, errNotYet)
-	}
-	if n.ctFile != "" {
-		return nil, fmt.Errorf("--conntrack %s: conntrack input is %w", n.ctFile, errNotYet)
-	}
 	sys := map[string]int{}
 	for k, v := range sysctlDefaults {
 		sys[k] = v
@@ -155,6 +159,7 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 
 	// Which files to read: explicit flags win over the snapshot directory.
 	rules, rules6, addrsFile, routesFile := n.rules, n.rules6, n.addrsFile, n.routesFile
+	ipsets, ctFile := n.ipsets, n.ctFile
 	if n.dir != "" {
 		st, err := os.Stat(n.dir)
 		if err != nil {
@@ -173,12 +178,8 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		pick(&rules6, "ip6tables-save")
 		pick(&addrsFile, "ip-addr.json")
 		pick(&routesFile, "ip-route.json")
-		for _, base := range []string{"ipset-save", "conntrack"} {
-			p := filepath.Join(n.dir, base)
-			if data, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(data))) > 0 {
-				n.snapshotWarnings = append(n.snapshotWarnings, fmt.Sprintf("%s: ignored, %v", p, errNotYet))
-			}
-		}
+		pick(&ipsets, "ipset-save")
+		pick(&ctFile, "conntrack")
 	}
 
 	// Interfaces, merged by name in order of first mention.
@@ -249,6 +250,26 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		}
 		if err := h.AddRoute(r); err != nil {
 			return nil, fmt.Errorf("route %s: %w", r.Dst, err)
+		}
+	}
+
+	// Sets before rules: a rule's set match needs its set to exist.
+	if ipsets != "" {
+		data, err := n.readInput(stdin, ipsets)
+		if err != nil {
+			return nil, err
+		}
+		if err := h.Sets().Restore(data, ipset.RestoreOptions{}); err != nil {
+			return nil, &inputError{file: displayName(ipsets), err: err}
+		}
+	}
+	if ctFile != "" {
+		data, err := n.readInput(stdin, ctFile)
+		if err != nil {
+			return nil, err
+		}
+		if err := h.Conntrack().Restore(bytes.NewReader(data)); err != nil {
+			return nil, &inputError{file: displayName(ctFile), err: err}
 		}
 	}
 

@@ -58,7 +58,7 @@ type jsonResult struct {
 	Packet      jsonPacket   `json:"packet"`
 	Emitted     []jsonPacket `json:"emitted"`
 	Trace       []jsonStep   `json:"trace"`
-	Conntrack   *string      `json:"conntrack"` // null until conntrack is modelled
+	Conntrack   *string      `json:"conntrack"` // null when untracked
 }
 
 func strPtr(s string) *string {
@@ -109,6 +109,7 @@ func resultJSON(o outcome) jsonResult {
 		Packet:      packetJSON(res.Packet),
 		Emitted:     []jsonPacket{},
 		Trace:       []jsonStep{},
+		Conntrack:   strPtr(o.ct),
 	}
 	if decided(res) {
 		w := &jsonWhere{Hook: res.Where.Hook.String(), Rule: res.Where.Rule, Action: whereAction(res)}
@@ -245,6 +246,9 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 		}
 		for _, e := range res.Emitted {
 			fmt.Fprintf(b, "  netfilter emits: %s\n", describe(e))
+		}
+		if o.ct != "" {
+			fmt.Fprintf(b, "  conntrack: %s\n", o.ct)
 		}
 	}
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 
+	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -90,11 +92,7 @@ func runTrace(c *cmdEnv, args []string) error {
 
 // buildNode builds the host and reports snapshot files it had to ignore.
 func (c *cmdEnv) buildNode(ni *nodeInput) (*node, error) {
-	nd, err := ni.build(c.stdin)
-	for _, w := range ni.snapshotWarnings {
-		fmt.Fprintf(c.stderr, "%s: warning: %s\n", c.name, w)
-	}
-	return nd, err
+	return ni.build(c.stdin)
 }
 
 // collectSpecs parses --packets FILE and then the packet arguments.
@@ -147,7 +145,7 @@ func runPackets(nd *node, specs []packetSpec) ([]outcome, error) {
 		} else {
 			res = nd.host.Send(p)
 		}
-		outs = append(outs, outcome{n: n, spec: *s, in: in, input: p, res: res})
+		outs = append(outs, outcome{n: n, spec: *s, in: in, input: p, res: res, ct: conntrackText(nd.host, p, res)})
 	}
 	return outs, nil
 }
@@ -169,3 +167,31 @@ func whereAction(res netfilter.Result) string {
 
 // decided reports whether any table or the routing decided the packet.
 func decided(res netfilter.Result) bool { return res.Where.Chain != "" || res.Where.Action == "ROUTE" }
+
+// conntrackText is the packet's conntrack entry right after the packet, as
+// conntrack -L prints it, or "" when the packet is untracked (as in the
+// kernel, when no rule needs conntrack).
+func conntrackText(h *netfilter.Host, p netfilter.Packet, res netfilter.Result) string {
+	if !p.Src.IsValid() {
+		// A local packet's source is chosen by the host; the walk's first
+		// step holds it.
+		for _, s := range res.Trace {
+			p.Src = s.Packet.Src
+			break
+		}
+	}
+	var tp conntrack.Tuple
+	switch {
+	case isICMP(p.Proto):
+		tp = conntrack.ICMPTuple(p.Src, p.Dst, p.ICMPType, p.ICMPCode, p.ICMPID)
+	case hasPorts(p.Proto):
+		tp = conntrack.TupleFrom(p.Proto, netip.AddrPortFrom(p.Src, p.SrcPort), netip.AddrPortFrom(p.Dst, p.DstPort))
+	default:
+		tp = conntrack.Tuple{Src: p.Src, Dst: p.Dst, Proto: p.Proto}
+	}
+	e, _, ok := h.Conntrack().Lookup(tp)
+	if !ok {
+		return ""
+	}
+	return string(e.AppendText(nil, h.Clock().Now(), conntrack.Format{}))
+}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -190,7 +192,7 @@ func runList(c *cmdEnv, args []string) error {
 		out, err = rs.AppendRules(nil, id, chain, n, *verbose)
 	} else {
 		if n > 0 {
-			return usagef("-L CHAIN N (one rule) is not supported yet; use -S CHAIN N")
+			return fmt.Errorf("-L CHAIN N (one rule) is %w; use -S CHAIN N", errNotYet)
 		}
 		out, err = rs.AppendList(nil, id, chain, netfilter.ListOptions{
 			Numeric: *numeric, Verbose: *verbose, Exact: *exact, LineNumbers: *lineNumbers,
@@ -201,4 +203,77 @@ func runList(c *cmdEnv, args []string) error {
 	}
 	c.out.Write(out)
 	return nil
+}
+
+var conntrackCmd = command{
+	usage: "packetwalk conntrack [node input] [--packets FILE]",
+	about: `
+Runs the packets of --packets FILE (if any) through the node, then prints
+the connection-tracking table as 'conntrack -L' does: the entries on
+standard output, the "N flow entries have been shown." line on standard
+error. --conntrack FILE (or a conntrack file in --node DIR) preloads it.
+` + nodeFlagsHelp,
+	examples: `  packetwalk conntrack --node ./node1 --packets packets.txt
+`,
+}
+
+func runConntrack(c *cmdEnv, args []string) error {
+	fs := flag.NewFlagSet("conntrack", flag.ContinueOnError)
+	var ni nodeInput
+	ni.register(fs)
+	packets := fs.String("packets", "", "run the packets of `FILE` first")
+	pos, err := c.parseFlags(fs, conntrackCmd, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	nd, _, err := c.viewSetup(&ni, *packets, false)
+	if err != nil {
+		return err
+	}
+	ct := nd.host.Conntrack()
+	if err := ct.Dump(&c.out, conntrack.Format{}); err != nil {
+		return err
+	}
+	c.summary = fmt.Sprintf("conntrack v1.4.7 (conntrack-tools): %d flow entries have been shown.\n", ct.Len())
+	return nil
+}
+
+var ipsetCmd = command{
+	usage: "packetwalk ipset [node input] [--packets FILE] [list|save] [SET...]",
+	about: `
+Runs the packets of --packets FILE (if any) through the node, then prints
+its sets as 'ipset list' (the default) or 'ipset save' does, all of them
+or the named ones. Sets come from --ipsets FILE or ipset-save in --node
+DIR; with rules loaded, 'References' counts the rules using each set.
+` + nodeFlagsHelp,
+	examples: `  packetwalk ipset --node ./node1 list KUBE-LOOP-BACK
+  packetwalk ipset --ipsets ipset-save --rules iptables-save save
+`,
+}
+
+func runIpset(c *cmdEnv, args []string) error {
+	fs := flag.NewFlagSet("ipset", flag.ContinueOnError)
+	var ni nodeInput
+	ni.register(fs)
+	packets := fs.String("packets", "", "run the packets of `FILE` first")
+	pos, err := c.parseFlags(fs, ipsetCmd, args)
+	if err != nil {
+		return err
+	}
+	verb := "list"
+	if len(pos) > 0 && (pos[0] == "list" || pos[0] == "save") {
+		verb, pos = pos[0], pos[1:]
+	}
+	nd, _, err := c.viewSetup(&ni, *packets, false)
+	if err != nil {
+		return err
+	}
+	sets := nd.host.Sets()
+	if verb == "save" {
+		return sets.Save(&c.out, pos...)
+	}
+	return sets.List(&c.out, pos...)
 }

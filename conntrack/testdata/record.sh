@@ -63,45 +63,47 @@ ip netns exec $NODE iptables-restore <<'RULES'
 COMMIT
 RULES
 
-# Server: TCP 8080 (answer "ok", close after the client does) and UDP echo on 5353.
-ip netns exec $SRV python3 - <<'PY' &
-import socket, threading
-def tcp():
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("10.244.1.5", 8080)); s.listen(8)
-    def serve(c):
-        with c:
-            if c.recv(100):
-                c.sendall(b"ok")
-                while c.recv(100):
-                    pass
-    for _ in range(4):
-        c, _ = s.accept()
-        threading.Thread(target=serve, args=(c,), daemon=True).start()
-    threading.Event().wait(30)
+# Server: TCP 8080 (answer "ok", close after the client does) and UDP echo on
+# 5353. It creates $up once both sockets are bound.
+up=$(mktemp -u /tmp/pw-ct-up.XXXXXX)
+UP=$up ip netns exec $SRV python3 - <<'PY' &
+import os, socket, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.244.1.5", 8080)); s.listen(8)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("10.244.1.5", 5353))
+open(os.environ["UP"], "w").close()
+def serve(c):
+    with c:
+        if c.recv(100):
+            c.sendall(b"ok")
+            while c.recv(100):
+                pass
 def udp():
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("10.244.1.5", 5353))
-    for _ in range(8):
+    for _ in range(16):
         d, a = u.recvfrom(100); u.sendto(d, a)
 threading.Thread(target=udp, daemon=True).start()
-tcp()
+for _ in range(4):
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+threading.Event().wait(30)
 PY
 pids+=($!)
-sleep 0.5
+for _ in $(seq 100); do [ -e "$up" ] && break; sleep 0.1; done
+[ -e "$up" ] || { echo "record.sh: server did not start" >&2; exit 1; }
+rm -f "$up"
 
 # Client flows, in the background so that flow 7 stays open while recording.
 # Source ports are fixed so the tests can tell the lines apart.
 ready=$(mktemp -u /tmp/pw-ct-ready.XXXXXX)
 : >"$here/times.txt"
 READY=$ready TIMES="$here/times.txt" ip netns exec $CLI python3 - <<'PY' &
-import os
+import os, socket, struct, time
 
 def mark(name, when=None):
     # When each flow sent its last packet, so the tests can replay the
     # flows on the model's clock with the same spacing.
     with open(os.environ["TIMES"], "a") as f:
         f.write("%s %.3f\n" % (name, when or time.time()))
-import socket, struct, time
 
 def udp(port, dst, n, gap=0.0):
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("", port)); u.settimeout(1)

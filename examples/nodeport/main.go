@@ -1,0 +1,205 @@
+// Command nodeport replays "Kubernetes Networking – Iptables" (seed 004):
+// `curl http://<NodeIP>:30811` against a NodePort Service with two
+// hello-app pods, one on each node.
+//
+// It teaches how a NodePort connection finds a pod: nat PREROUTING jumps
+// to KUBE-SERVICES, whose last rule sends packets addressed to a local
+// address to KUBE-NODEPORTS; the NodePort rule goes to KUBE-EXT, which
+// marks the packet for masquerading and hands it to KUBE-SVC. There one
+// "statistic mode random probability 0.50000000000" rule and one
+// unconditional rule split connections exactly 50/50 between the two
+// KUBE-SEP chains, each of which DNATs to its pod. Host.Explain proves the
+// split is exactly 1/2 each, not roughly.
+//
+// The rules are what kube-proxy (current layout, the one the post's
+// "-> 172.16.166.130:8080" comments come from) writes for the Service and
+// EndpointSlice in testdata/cluster.yaml; the node and client addresses,
+// which the post does not show, are made up.
+package main
+
+import (
+	_ "embed"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+
+	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/kubeproxy"
+	"github.com/packetwalk/packetwalk/netfilter"
+)
+
+//go:embed testdata/cluster.yaml
+var clusterYAML []byte
+
+// Addresses of the scenario.
+const (
+	Client   = "192.168.56.1"
+	Host1IP  = "192.168.56.11"
+	Host2IP  = "192.168.56.12"
+	Pod1     = "172.16.166.130" // hello-app-58d97c88d4-h7s2n on host1
+	Pod2     = "172.16.192.89"  // hello-app-58d97c88d4-pkh8c on host2
+	NodePort = 30811
+	SvcChain = "KUBE-SVC-YG6ZEOBCLVGD3AJB"
+	SEP1     = "KUBE-SEP-7I3URQ2O437FVP5U" // -> 172.16.166.130:8080
+	SEP2     = "KUBE-SEP-PSPHHDAXPY5YRT7B" // -> 172.16.192.89:8080
+)
+
+// scenario is the cluster: a client, two nodes running kube-proxy and
+// the two pods, wired together.
+type scenario struct {
+	net          *story.Net
+	host1, host2 *netfilter.Host
+}
+
+func node(name, ip, bridge string, seed uint64) (*netfilter.Host, error) {
+	cfg := kubeproxy.DefaultConfig(name)
+	cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(ip)}
+	cfg.Detector = kubeproxy.LocalDetector{Mode: kubeproxy.DetectClusterCIDR, CIDR: netip.MustParsePrefix("172.16.0.0/16")}
+	doc, err := kubeproxy.GenerateFromYAML(cfg, clusterYAML)
+	if err != nil {
+		return nil, err
+	}
+	h, _ := story.NewHost(seed)
+	if err := h.AddInterface("eth0", netip.MustParsePrefix(ip+"/24")); err != nil {
+		return nil, err
+	}
+	// The local pods hang off a bridge with an address in the node's pod
+	// block. (Calico's cali* interfaces have no address; the kernel's
+	// MASQUERADE then borrows eth0's, which packetwalk does not model yet,
+	// so the example uses a bridge like kubenet's.)
+	if err := h.AddInterface("cni0", netip.MustParsePrefix(bridge)); err != nil {
+		return nil, err
+	}
+	if err := h.Restore(netfilter.IPv4, doc, netfilter.RestoreOptions{}); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func pod(ip string) (*netfilter.Host, error) {
+	h, _ := story.NewHost(1)
+	if err := h.AddInterface("eth0", netip.MustParsePrefix(ip+"/32")); err != nil {
+		return nil, err
+	}
+	return h, h.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0"})
+}
+
+func newScenario(w io.Writer) (*scenario, error) {
+	s := &scenario{net: story.NewNet(w)}
+	var err error
+	if s.host1, err = node("host1", Host1IP, "172.16.166.129/26", 3); err != nil {
+		return nil, err
+	}
+	if s.host2, err = node("host2", Host2IP, "172.16.192.65/26", 4); err != nil {
+		return nil, err
+	}
+	for _, r := range []struct {
+		h            *netfilter.Host
+		dst, gw, ifc string
+	}{
+
+		{s.host1, "172.16.192.0/24", Host2IP, "eth0"},
+
+		{s.host2, "172.16.166.0/24", Host1IP, "eth0"},
+	} {
+		rt := netfilter.Route{Dst: netip.MustParsePrefix(r.dst), Iface: r.ifc}
+		if r.gw != "" {
+			rt.Gateway = netip.MustParseAddr(r.gw)
+		}
+		if err := r.h.AddRoute(rt); err != nil {
+			return nil, err
+		}
+	}
+	client, _ := story.NewHost(1)
+	if err := client.AddInterface("eth0", netip.MustParsePrefix(Client+"/24")); err != nil {
+		return nil, err
+	}
+	p1, err := pod(Pod1)
+	if err != nil {
+		return nil, err
+	}
+	p2, err := pod(Pod2)
+	if err != nil {
+		return nil, err
+	}
+	n := s.net
+	n.Add("client", client)
+	n.Add("host1", s.host1)
+	n.Add("host2", s.host2)
+	n.Add("pod1", p1)
+	n.Add("pod2", p2)
+	n.Link("client", "192.168.56.0/24", "host1", "eth0")
+	n.Link("host1", Client+"/32", "client", "eth0")
+	n.Link("host1", Pod1+"/32", "pod1", "eth0")
+	n.Link("host1", Host2IP+"/32", "host2", "eth0")
+	n.Link("host1", "172.16.192.0/24", "host2", "eth0")
+	n.Link("host2", "192.168.56.0/24", "host1", "eth0")
+	n.Link("host2", Pod2+"/32", "pod2", "eth0")
+	n.Link("pod1", "0.0.0.0/0", "host1", "cni0")
+	n.Link("pod2", "0.0.0.0/0", "host2", "cni0")
+	return s, nil
+}
+
+// curl is the request packet of one connection of the client.
+func curl(sport int) netfilter.Packet {
+	return story.TCP(fmt.Sprintf("%s:%d", Client, sport), fmt.Sprintf("%s:%d", Host1IP, NodePort), netfilter.SYN)
+}
+
+func run(w io.Writer) error {
+	s, err := newScenario(w)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "# curl http://192.168.56.11:30811 — a NodePort Service, two hello-app pods")
+	fmt.Fprintln(w, "# host1 192.168.56.11 runs pod 172.16.166.130, host2 192.168.56.12 runs pod 172.16.192.89")
+
+	story.Title(w, "Where can the SYN go? (Host.Explain, exact)")
+	outs, err := s.host1.Explain("eth0", curl(40000))
+	if err != nil {
+		return err
+	}
+	for _, o := range outs {
+		fmt.Fprintf(w, "  p=%-4s %s -> %s out %s\n", o.Probability, story.Addr(curl(40000)), story.Addr(o.Result.Packet), o.Result.Packet.Out)
+	}
+
+	// Connections until one lands on each pod; each is walked to the pod
+	// and back.
+	seen := map[netip.Addr]bool{}
+	for sport := 40000; len(seen) < 2 && sport < 40020; sport++ {
+		story.Title(w, "Connection from port %d: the SYN, client → host1 → pod", sport)
+		hops := s.net.Send("client", curl(sport))
+		last := story.Last(hops)
+		if last.Result.Disposition != netfilter.Delivered {
+			return fmt.Errorf("SYN from port %d: %s", sport, last.Result.Disposition)
+		}
+		pod := last.Host
+		seen[last.In.Dst] = true
+		story.Title(w, "The SYN-ACK, %s → client", pod)
+		back := s.net.Send(pod, story.Reply(last.Result.Packet, netfilter.SYN|netfilter.ACK))
+		l := story.Last(back)
+		if l.Host != "client" || l.Result.Disposition != netfilter.Delivered {
+			return fmt.Errorf("SYN-ACK from %s ended on %s: %s", pod, l.Host, l.Result.Disposition)
+		}
+		story.Title(w, "The client's ACK completes the handshake")
+		s.net.Send("client", story.Reply(l.Result.Packet, netfilter.ACK))
+	}
+
+	story.Title(w, "host1 after the walks")
+	for _, c := range []string{"KUBE-SERVICES", "KUBE-NODEPORTS", SvcChain, SEP1, SEP2} {
+		if err := story.NAT(w, s.host1, c); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	story.Conntrack(w, s.host1, "-p tcp --dport 30811", conntrack.Filter{Proto: netfilter.ProtoTCP, OrigDstPort: NodePort})
+	return nil
+}
+
+func main() {
+	if err := run(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "nodeport:", err)
+		os.Exit(1)
+	}
+}

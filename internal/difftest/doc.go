@@ -1,0 +1,27 @@
+// Package difftest compares packetwalk's netfilter simulator with the Linux
+// kernel packet by packet. Its tests generate random rulesets and packets,
+// load each ruleset both into a [netfilter.Host] and into the node of a
+// [kerneltest.Lab], send the same packets through both and compare where
+// every packet went, what it looked like when it arrived, and every rule and
+// policy counter of `iptables-save -c`.
+//
+// The kernel tests run only with PACKETWALK_KERNEL=1 (see kerneltest.Require);
+// the generator's own tests always run.
+//
+// # What the kernel does that netfilter does not
+//
+// The node's IP stack answers packets delivered to it: a TCP segment to a
+// closed port gets a reset, a UDP datagram an ICMP port unreachable, an echo
+// request an echo reply. Those answers are locally generated, so they cross
+// raw/mangle/filter OUTPUT and mangle POSTROUTING and bump their counters.
+// The comparison models them (see stackReply) and sends each one through
+// the simulated host's OUTPUT path, so that every counter can be compared;
+// REJECT's own replies, which the kernel also sends through OUTPUT, are sent
+// the same way. Rules that would see those replies differently in the two
+// (conntrack state: the kernel attaches a REJECT reset to the rejected
+// packet's connection as RELATED) are kept out of chains reachable from
+// OUTPUT and POSTROUTING by the generator.
+//
+// [netfilter.Host]: github.com/packetwalk/packetwalk/netfilter.Host
+// [kerneltest.Lab]: github.com/packetwalk/packetwalk/internal/kerneltest.Lab
+package difftest

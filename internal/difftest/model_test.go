@@ -1,0 +1,278 @@
+package difftest
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/netfilter"
+)
+
+// newSimHost builds the node of the lab as a simulated host.
+func newSimHost() *netfilter.Host {
+	h := netfilter.NewHost(netfilter.HostConfig{Seed: 1})
+	mustNoErr(h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24"), netip.MustParsePrefix("fd00:10::1/64")))
+	mustNoErr(h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24"), netip.MustParsePrefix("fd00:244::1/64")))
+	return h
+}
+
+func mustNoErr(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// frameSpec is the kernel harness's view of p.
+func (p genPacket) frameSpec() kerneltest.FrameSpec {
+	s := kerneltest.FrameSpec{Proto: p.Proto, Src: p.Src, Dst: p.Dst, SrcPort: p.SPort, DstPort: p.DPort,
+		TCPFlags: p.Flags, Seq: p.Seq, Ack: p.Ack, ICMPType: p.ICMPType, PayloadLen: p.PayloadLen, ID: 7}
+	if p.Proto == "icmp" {
+		s.ICMPID, s.ICMPSeq = p.SPort, 1
+		s.SrcPort = 0
+	}
+	return s
+}
+
+var protoNums = map[string]uint8{"tcp": netfilter.ProtoTCP, "udp": netfilter.ProtoUDP, "icmp": netfilter.ProtoICMP}
+
+// simPacket is the simulator's view of p. Length is the IP total length of
+// the frame the kernel gets, which byte counters add up.
+func (p genPacket) simPacket() netfilter.Packet {
+	sp := netfilter.Packet{Proto: protoNums[p.Proto], Src: p.Src, Dst: p.Dst, TTL: 64, ID: 7}
+	if p.Src.Is4() {
+		sp.Family = netfilter.IPv4
+	} else {
+		sp.Family = netfilter.IPv6
+	}
+	hdr := 20
+	if p.Src.Is6() {
+		hdr = 40
+		if p.Proto == "icmp" {
+			sp.Proto = netfilter.ProtoICMPv6
+		}
+	}
+	switch p.Proto {
+	case "tcp":
+		sp.SrcPort, sp.DstPort = p.SPort, p.DPort
+		sp.TCPFlags = parseFlags(p.Flags)
+		sp.Length = hdr + 20 + p.PayloadLen
+	case "udp":
+		sp.SrcPort, sp.DstPort = p.SPort, p.DPort
+		sp.Length = hdr + 8 + p.PayloadLen
+	default:
+		sp.ICMPType, sp.ICMPID = p.ICMPType, p.SPort
+		sp.Length = hdr + 8 + p.PayloadLen
+	}
+	return sp
+}
+
+func parseFlags(s string) netfilter.TCPFlags {
+	var f netfilter.TCPFlags
+	for n := range strings.SplitSeq(s, ",") {
+		switch n {
+		case "FIN":
+			f |= netfilter.FIN
+		case "SYN":
+			f |= netfilter.SYN
+		case "RST":
+			f |= netfilter.RST
+		case "PSH":
+			f |= netfilter.PSH
+		case "ACK":
+			f |= netfilter.ACK
+		case "URG":
+			f |= netfilter.URG
+		}
+	}
+	return f
+}
+
+// stackReply is what the node's own IP stack (not netfilter) sends back for
+// a packet delivered to it, with no socket listening anywhere: a reset for
+// TCP (RST alone when the segment carried ACK, RST,ACK otherwise; nothing
+// for a reset), ICMP port unreachable for UDP (quoting up to 576 bytes,
+// TOS 0xc0 like every ICMP error) and an echo reply for an echo request.
+func stackReply(p netfilter.Packet) (netfilter.Packet, bool) {
+	r := netfilter.Packet{Family: p.Family, Src: p.Dst, Dst: p.Src, TTL: 64}
+	v6 := p.Family == netfilter.IPv6
+	hdr := 20
+	if v6 {
+		hdr = 40
+	}
+	switch p.Proto {
+	case netfilter.ProtoTCP:
+		if p.TCPFlags&netfilter.RST != 0 {
+			return r, false
+		}
+		r.Proto, r.SrcPort, r.DstPort = netfilter.ProtoTCP, p.DstPort, p.SrcPort
+		r.TCPFlags = netfilter.RST
+		if p.TCPFlags&netfilter.ACK == 0 {
+			r.TCPFlags |= netfilter.ACK
+		}
+		r.Length = hdr + 20
+	case netfilter.ProtoUDP:
+		if v6 {
+			r.Proto, r.ICMPType, r.ICMPCode = netfilter.ProtoICMPv6, 1, 4
+			r.Length = min(hdr+8+p.Length, 1280)
+		} else {
+			r.Proto, r.ICMPType, r.ICMPCode = netfilter.ProtoICMP, 3, 3
+			r.Length = min(hdr+8+p.Length, 576)
+			r.TOS = 0xc0
+		}
+	case netfilter.ProtoICMP:
+		if p.ICMPType != 8 {
+			return r, false
+		}
+		r.Proto, r.ICMPID, r.Length = netfilter.ProtoICMP, p.ICMPID, p.Length
+	case netfilter.ProtoICMPv6:
+		if p.ICMPType != 128 {
+			return r, false
+		}
+		r.Proto, r.ICMPType, r.ICMPID, r.Length = netfilter.ProtoICMPv6, 129, p.ICMPID, p.Length
+	default:
+		return r, false
+	}
+	return r, true
+}
+
+// simOutcome is what the simulator did with one packet, in the terms the
+// lab can observe.
+type simOutcome struct {
+	Result netfilter.Result
+	// Frames are the keys of every frame that reaches the client or the
+	// server: the packet itself, REJECT's reply, the node's own answer.
+	Frames []string
+	// Notes describe the extra packets sent through OUTPUT.
+	Notes []string
+}
+
+// simRun sends p through h like the lab does, including the node's answers
+// and REJECT's replies through the OUTPUT path.
+func simRun(h *netfilter.Host, p genPacket) simOutcome {
+	var o simOutcome
+	sp := p.simPacket()
+	switch p.From {
+	case FromClient:
+		sp.SrcMAC, sp.HasMAC = [6]byte(kerneltest.ClientMAC), true
+		o.Result = h.Receive("eth0", sp)
+	case FromServer:
+		sp.SrcMAC, sp.HasMAC = [6]byte(kerneltest.ServerMAC), true
+		o.Result = h.Receive("eth1", sp)
+	case FromNode:
+		o.Result = h.Send(sp)
+	}
+	o.addFrame(o.Result)
+	var extra []netfilter.Packet
+	switch o.Result.Disposition {
+	case netfilter.Delivered:
+		if r, ok := stackReply(o.Result.Packet); ok {
+			extra = append(extra, r)
+		}
+	case netfilter.Rejected:
+		extra = append(extra, o.Result.Emitted...)
+	}
+	for _, e := range extra {
+		before := h.Conntrack().Entries()
+		res := h.Send(e)
+		o.Notes = append(o.Notes, fmt.Sprintf("node sends %s -> %s", keyOfSim(e, "?"), res.Disposition))
+		if o.Result.Disposition == netfilter.Rejected {
+			// The kernel attaches REJECT's reply to the rejected packet's
+			// (unconfirmed) connection or finds it related: it never
+			// creates an entry of its own.
+			for _, en := range h.Conntrack().Entries() {
+				if !slices.Contains(before, en) {
+					h.Conntrack().Remove(en)
+				}
+			}
+		}
+		o.addFrame(res)
+	}
+	slices.Sort(o.Frames)
+	return o
+}
+
+func (o *simOutcome) addFrame(r netfilter.Result) {
+	if r.Disposition != netfilter.Forwarded && r.Disposition != netfilter.Sent {
+		return
+	}
+	switch r.Packet.Out {
+	case "eth0":
+		o.Frames = append(o.Frames, keyOfSim(r.Packet, "client"))
+	case "eth1":
+		o.Frames = append(o.Frames, keyOfSim(r.Packet, "server"))
+	}
+}
+
+// keyOfSim and keyOfKernel render a packet the same way on both sides.
+func keyOfSim(p netfilter.Packet, side string) string {
+	flags := ""
+	if p.Proto == netfilter.ProtoTCP && p.TCPFlags != 0 {
+		flags = p.TCPFlags.String()
+	}
+	return frameKey(side, p.Proto, p.Src, p.Dst, p.SrcPort, p.DstPort, flags, p.ICMPType, p.ICMPCode, p.TTL, p.Length)
+}
+
+func keyOfKernel(c kerneltest.Captured) string {
+	s := c.Summary
+	return frameKey(c.Side.String(), s.Proto, s.Src, s.Dst, s.SrcPort, s.DstPort, s.TCPFlags, s.ICMPType, s.ICMPCode, s.TTL, s.IPLen)
+}
+
+func frameKey(side string, proto uint8, src, dst netip.Addr, sport, dport uint16, flags string, it, ic, ttl uint8, length int) string {
+	switch proto {
+	case netfilter.ProtoTCP:
+		return fmt.Sprintf("%s: tcp %s > %s [%s] ttl=%d len=%d", side, netip.AddrPortFrom(src, sport), netip.AddrPortFrom(dst, dport), flags, ttl, length)
+	case netfilter.ProtoUDP:
+		return fmt.Sprintf("%s: udp %s > %s ttl=%d len=%d", side, netip.AddrPortFrom(src, sport), netip.AddrPortFrom(dst, dport), ttl, length)
+	}
+	return fmt.Sprintf("%s: proto%d %s > %s type=%d code=%d ttl=%d len=%d", side, proto, src, dst, it, ic, ttl, length)
+}
+
+// kernelFrames lists the keys of what the lab captured, sorted.
+func kernelFrames(obs kerneltest.Observation) []string {
+	var out []string
+	for _, c := range append(slices.Clone(obs.Client), obs.Server...) {
+		out = append(out, keyOfKernel(c))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// compareCounters lists every difference between the kernel's and the
+// simulator's iptables-save -c: per chain, the policy counter and each
+// rule's text and counter, by position.
+func compareCounters(kern, sim kerneltest.Counters) []string {
+	var diffs []string
+	for _, kt := range kern.Tables {
+		for _, kc := range kt.Chains {
+			sc := sim.Chain(kt.Name, kc.Name)
+			if sc == nil {
+				diffs = append(diffs, fmt.Sprintf("%s/%s: missing in packetwalk", kt.Name, kc.Name))
+				continue
+			}
+			if kc.Policy != sc.Policy || kc.PolicyCounter != sc.PolicyCounter {
+				diffs = append(diffs, fmt.Sprintf("%s/%s policy: kernel %s %v, packetwalk %s %v", kt.Name, kc.Name, kc.Policy, kc.PolicyCounter, sc.Policy, sc.PolicyCounter))
+			}
+			if len(kc.Rules) != len(sc.Rules) {
+				diffs = append(diffs, fmt.Sprintf("%s/%s: kernel %d rules, packetwalk %d", kt.Name, kc.Name, len(kc.Rules), len(sc.Rules)))
+				continue
+			}
+			for i, kr := range kc.Rules {
+				sr := sc.Rules[i]
+				if kr.Counter != sr.Counter {
+					diffs = append(diffs, fmt.Sprintf("%s/%s#%d counter: kernel %v, packetwalk %v (%s)", kt.Name, kc.Name, i+1, kr.Counter, sr.Counter, kr.Rule))
+				}
+				if kr.Rule != sr.Rule {
+					diffs = append(diffs, fmt.Sprintf("%s/%s#%d text: kernel %q, packetwalk %q", kt.Name, kc.Name, i+1, kr.Rule, sr.Rule))
+				}
+			}
+		}
+	}
+	return diffs
+}
+
+// simCounters parses the simulator's iptables-save -c for family f.
+func simCounters(h *netfilter.Host, f netfilter.Family) (kerneltest.Counters, error) {
+	return kerneltest.ParseSaveCounters(string(h.Ruleset(f).AppendSave(nil, netfilter.SaveOptions{Counters: true})))
+}

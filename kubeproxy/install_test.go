@@ -1,0 +1,104 @@
+package kubeproxy
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// layoutCases are the generator variants every random cluster is written in.
+var layoutCases = []struct {
+	name   string
+	v6     bool
+	layout Layout
+}{
+	{"current-v4", false, LayoutCurrent},
+	{"current-v6", true, LayoutCurrent},
+	{"legacy-v4", false, LayoutLegacy},
+	{"legacy-v6", true, LayoutLegacy},
+}
+
+// generatedCluster writes random cluster seed in layout, with the legacy
+// naming and probability options cycling with the seed as in the kernel
+// acceptance test.
+func generatedCluster(t testing.TB, seed uint64, v6 bool, layout Layout, payload bool) (Config, []byte) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 0x6b70))
+	cfg, svcs, slices := randomCluster(r, v6)
+	cfg.Layout = layout
+	cfg.LegacyPortNames = layout == LayoutLegacy && seed%2 == 0
+	cfg.LegacyProbability = layout == LayoutLegacy && seed%3 == 0
+	cfg.PayloadOnly = payload
+	doc, err := Generate(cfg, svcs, slices, nil)
+	require.NoError(t, err)
+	return cfg, doc
+}
+
+// TestInstallEveryGeneratedCluster: netfilter must accept everything the
+// generator writes (complete documents and --noflush payloads), and the
+// loaded ruleset must save back to the same rules.
+func TestInstallEveryGeneratedCluster(t *testing.T) {
+	const seeds = 300
+	for _, lc := range layoutCases {
+		t.Run(lc.name, func(t *testing.T) {
+			for seed := range uint64(seeds) {
+				cfg, doc := generatedCluster(t, seed, lc.v6, lc.layout, false)
+				f, err := DocumentFamily(doc)
+				require.NoError(t, err)
+				require.Equal(t, NetfilterFamily(cfg), f, "seed %d: family of the document", seed)
+				h := netfilter.NewHost(netfilter.HostConfig{})
+				require.NoError(t, Install(h, doc), "seed %d:\n%s", seed, doc)
+				// What was loaded is what was written, rule for rule.
+				saved := h.Ruleset(f).AppendSave(nil, netfilter.SaveOptions{})
+				want := predictSaveDoc(string(doc), lc.v6)
+				got := parseSaveText(string(saved))
+				for table, wt := range want {
+					for ch, rules := range wt.rules {
+						assert.Equal(t, rules, got[table].rules[ch], "seed %d %s %s", seed, table, ch)
+					}
+				}
+				// The payload goes on top with --noflush and changes nothing.
+				_, payload := generatedCluster(t, seed, lc.v6, lc.layout, true)
+				require.NoError(t, Install(h, payload), "seed %d payload:\n%s", seed, payload)
+				assert.Equal(t, string(saved), string(h.Ruleset(f).AppendSave(nil, netfilter.SaveOptions{})), "seed %d: payload changed the tables", seed)
+			}
+		})
+	}
+}
+
+func TestDocumentFamily(t *testing.T) {
+	for _, c := range []struct {
+		doc  string
+		want netfilter.Family
+		err  error
+	}{
+		{"*nat\n-A KUBE-SEP-X -p tcp -m tcp -j DNAT --to-destination 10.1.2.3:80\nCOMMIT\n", netfilter.IPv4, nil},
+		{"*nat\n-A KUBE-SEP-X -p tcp -m tcp -j DNAT --to-destination [fd00::1]:80\nCOMMIT\n", netfilter.IPv6, nil},
+		{"*filter\n-A KUBE-FW -d fd00::/64 -j DROP\nCOMMIT\n", netfilter.IPv6, nil},
+		{"*filter\n:KUBE-FORWARD - [0:0]\nCOMMIT\n", netfilter.IPv4, nil},
+		{"*filter\n-A X -s 10.0.0.0/8 -j DROP\n-A X -d fd00::1/128 -j DROP\nCOMMIT\n", 0, ErrMixedFamilies},
+	} {
+		f, err := DocumentFamily([]byte(c.doc))
+		if c.err != nil {
+			assert.ErrorIs(t, err, c.err)
+			assert.ErrorContains(t, err, "IPv4 on line 2, IPv6 on line 3")
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, c.want, f, c.doc)
+	}
+}
+
+// A document netfilter refuses comes back as the restore error, naming the
+// line.
+func TestInstallRefusal(t *testing.T) {
+	h := netfilter.NewHost(netfilter.HostConfig{})
+	err := Install(h, []byte("*nat\n:KUBE-X - [0:0]\n-A KUBE-X -m frobnicate -j ACCEPT\nCOMMIT\n"))
+	require.Error(t, err)
+	var pe *netfilter.ParseError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 3, pe.Line)
+}

@@ -1,0 +1,173 @@
+package netfilter
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// addrTypeProbeRules counts, in raw PREROUTING, which address types the
+// kernel gives an injected packet's source (rules 1..n), destination
+// (n+1..2n) and destination looked up on eth0 only (2n+1..3n), then drops
+// it so that nothing else happens. Only UDP counts: the client's own stack
+// may send ICMPv6 (MLD, router solicitations) at any time.
+func addrTypeProbeRules(types []AddrType) string {
+	var b strings.Builder
+	b.WriteString("*raw\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+	for _, form := range []string{"--src-type %s", "--dst-type %s", "--dst-type %s --limit-iface-in"} {
+		for _, t := range types {
+			fmt.Fprintf(&b, "-A PREROUTING -i eth0 -p udp -m addrtype "+form+"\n", t)
+		}
+	}
+	b.WriteString("-A PREROUTING -i eth0 -j DROP\nCOMMIT\n")
+	return b.String()
+}
+
+// TestAddrTypeKernel injects packets into a real namespace and compares the
+// types the kernel's addrtype match sees with Host.addrType on a host
+// modelled like the lab's node.
+func TestAddrTypeKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-mx-at"})
+	cfg := lab.Config()
+	node := lab.Node()
+	for _, args := range [][]string{
+		{"ip", "route", "add", "blackhole", "10.9.9.0/24"},
+		{"ip", "route", "add", "unreachable", "10.9.8.0/24"},
+		{"ip", "route", "add", "prohibit", "10.9.6.0/24"},
+		{"ip", "-6", "route", "add", "unreachable", "2001:db8:dead::/48"},
+	} {
+		_, _, err := node.Exec("", args...)
+		require.NoError(t, err)
+	}
+	h := NewHost(HostConfig{})
+	require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
+	require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
+	require.NoError(t, h.AddRoute(Route{Dst: p4("10.9.9.0/24"), Type: RouteBlackhole}))
+	require.NoError(t, h.AddRoute(Route{Dst: p4("10.9.8.0/24"), Type: RouteUnreachable}))
+	require.NoError(t, h.AddRoute(Route{Dst: p4("10.9.6.0/24"), Type: RouteProhibit}))
+	require.NoError(t, h.AddRoute(Route{Dst: p4("2001:db8:dead::/48"), Type: RouteUnreachable}))
+
+	v4Types := []AddrType{AddrUnspec, AddrUnicast, AddrLocal, AddrBroadcast, AddrAnycast, AddrMulticast,
+		AddrBlackhole, AddrUnreachable, AddrProhibit, AddrThrow, AddrNAT, AddrXResolve}
+	v6Types := []AddrType{AddrUnspec, AddrUnicast, AddrLocal, AddrAnycast, AddrMulticast, AddrUnreachable}
+
+	run := func(t *testing.T, v6 bool, src, dst string) {
+		types := v4Types
+		rs := kerneltest.Ruleset{IPv4: addrTypeProbeRules(types)}
+		if v6 {
+			types = v6Types
+			rs = kerneltest.Ruleset{IPv6: addrTypeProbeRules(types)}
+		}
+		require.NoError(t, lab.ResetRuleset(rs))
+		frame, err := lab.Frame(kerneltest.FrameSpec{Proto: "udp", Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), SrcPort: 1000, DstPort: 9})
+		require.NoError(t, err)
+		_, err = lab.Exchange(frame)
+		require.NoError(t, err)
+		cnt, err := lab.Counters()
+		if v6 {
+			cnt, err = lab.Counters6()
+		}
+		require.NoError(t, err)
+		var got [3]AddrType
+		for part := range got {
+			for i, ty := range types {
+				c, ok := cnt.Rule("raw", "PREROUTING", part*len(types)+i+1)
+				require.True(t, ok)
+				if c.Packets > 0 {
+					got[part] |= ty
+				}
+			}
+		}
+		want := [3]AddrType{
+			AddrType(h.addrType(netip.MustParseAddr(src), "")),
+			AddrType(h.addrType(netip.MustParseAddr(dst), "")),
+			AddrType(h.addrType(netip.MustParseAddr(dst), "eth0")),
+		}
+		assert.Equal(t, want, got, "kernel [src, dst, dst on eth0] = [%s | %s | %s]", got[0], got[1], got[2])
+	}
+	for _, c := range [][2]string{
+		{"192.168.10.2", "192.168.10.1"},
+		{"192.168.10.2", "10.244.1.1"},
+		{"192.168.10.2", "192.168.10.255"},
+		{"192.168.10.2", "10.244.1.255"},
+		{"192.168.10.2", "192.168.10.0"},
+		{"192.168.10.2", "255.255.255.255"},
+		{"192.168.10.2", "224.0.0.5"},
+		{"192.168.10.2", "10.9.9.1"},
+		{"192.168.10.2", "10.9.8.1"},
+		{"192.168.10.2", "10.9.6.1"},
+		{"192.168.10.2", "0.0.0.1"},
+		{"0.0.0.0", "192.168.10.1"},
+		{"127.0.0.1", "192.168.10.1"},
+		{"192.168.10.255", "192.168.10.1"},
+		{"8.8.8.8", "127.0.0.5"},
+	} {
+		t.Run(c[0]+">"+c[1], func(t *testing.T) { run(t, false, c[0], c[1]) })
+	}
+	for _, c := range [][2]string{
+		{"fd00:10::2", "fd00:10::1"},
+		{"fd00:10::2", "fd00:244::1"},
+		{"fd00:10::2", "fd00:10::"},
+		{"fd00:10::2", "2001:db8::1"},
+		{"fd00:10::2", "2001:db8:dead::1"},
+		{"fd00:10::2", "ff02::1"},
+		{"fd00:10::2", "fd00:244::5"},
+		{"::", "fd00:10::1"},
+	} {
+		t.Run(c[0]+">"+c[1], func(t *testing.T) { run(t, true, c[0], c[1]) })
+	}
+}
+
+// TestPktTypeKernel checks PktAuto, the packet type derived from the
+// destination address, against the kernel's pkttype match for frames whose
+// link-layer destination agrees with the IP destination.
+func TestPktTypeKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-mx-pt"})
+	cfg := lab.Config()
+	h := NewHost(HostConfig{})
+	require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
+	require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
+	types := []PktType{PktUnicast, PktBroadcast, PktMulticast}
+	rules := "*raw\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"
+	for _, ty := range types {
+		rules += "-A PREROUTING -i eth0 -p udp -m pkttype --pkt-type " + ty.String() + "\n"
+	}
+	rules += "-A PREROUTING -i eth0 -j DROP\nCOMMIT\n"
+	bcast := []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	for _, c := range []struct {
+		dst string
+		mac []byte
+	}{
+		{"192.168.10.1", kerneltest.NodeEth0MAC},
+		{"192.168.10.255", bcast},
+		{"255.255.255.255", bcast},
+		{"224.0.0.5", []byte{0x01, 0x00, 0x5e, 0x00, 0x00, 0x05}},
+		{"239.1.2.3", []byte{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03}},
+	} {
+		t.Run(c.dst, func(t *testing.T) {
+			require.NoError(t, lab.Reset(rules))
+			dst := netip.MustParseAddr(c.dst)
+			frame, err := kerneltest.BuildFrame(kerneltest.ClientMAC, c.mac, kerneltest.FrameSpec{Proto: "udp", Src: cfg.Client.Addr(), Dst: dst, SrcPort: 1000, DstPort: 9})
+			require.NoError(t, err)
+			_, err = lab.Exchange(frame)
+			require.NoError(t, err)
+			cnt, err := lab.Counters()
+			require.NoError(t, err)
+			var got []PktType
+			for i, ty := range types {
+				if r, ok := cnt.Rule("raw", "PREROUTING", i+1); ok && r.Packets > 0 {
+					got = append(got, ty)
+				}
+			}
+			p := Packet{Family: IPv4, Dst: dst, In: "eth0"}
+			assert.Equal(t, []PktType{pktType(&evalCtx{pkt: &p, host: h})}, got)
+		})
+	}
+}

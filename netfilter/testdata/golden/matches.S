@@ -1,0 +1,125 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -m addrtype --dst-type LOCAL --limit-iface-in -j MARK --set-xmark 0x1/0xffffffff
+-A PREROUTING -m mac --mac-source 00:01:02:03:04:05 -j ACCEPT
+-A PREROUTING -m pkttype --pkt-type unicast -j RETURN
+-A OUTPUT -m statistic --mode nth --every 10 --packet 9 -j MARK --set-xmark 0x2/0x2
+-A POSTROUTING -m addrtype ! --src-type LOCAL --limit-iface-out -j ACCEPT
+-A POSTROUTING -m owner --uid-owner 0 -j ACCEPT
+-A POSTROUTING -m physdev --physdev-out eth1 -j ACCEPT
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-N ICMP
+-N MATCHES
+-N OWNER
+-A INPUT -m addrtype --dst-type LOCAL --limit-iface-in -j MATCHES
+-A INPUT -m mac --mac-source 00:11:22:aa:bb:cc -j ACCEPT
+-A INPUT -m mac ! --mac-source 00:11:22:aa:bb:cc -j ICMP
+-A FORWARD -m physdev ! --physdev-is-in --physdev-is-out --physdev-out eth1 -j ACCEPT
+-A FORWARD -m physdev --physdev-is-in --physdev-in eth0 --physdev-is-out --physdev-out eth1 --physdev-is-bridged -j DROP
+-A OUTPUT -m addrtype ! --src-type LOCAL --limit-iface-out -j OWNER
+-A OUTPUT -m physdev --physdev-out eth1 --physdev-is-bridged -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 8 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 8 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 8 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 0 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 3/3 -j ACCEPT
+-A ICMP -p icmp -m icmp ! --icmp-type 3/3 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type any -j ACCEPT
+-A ICMP -p icmp -m icmp ! --icmp-type any -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type any -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 3 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 5/1 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 11/0 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 12/2 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 200/7 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 5/3 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 18 -j ACCEPT
+-A ICMP -p icmp -m icmp --icmp-type 11 -j ACCEPT
+-A MATCHES -m comment --comment x -j ACCEPT
+-A MATCHES -m comment --comment "a b" -j ACCEPT
+-A MATCHES -m comment --comment "default/web:http -> 10.244.1.5:8080" -j ACCEPT
+-A MATCHES -m comment --comment "" -j ACCEPT
+-A MATCHES -m mark --mark 0x50 -j ACCEPT
+-A MATCHES -m mark --mark 0x50 -j ACCEPT
+-A MATCHES -m mark ! --mark 0x4000/0x4000 -j ACCEPT
+-A MATCHES -m mark --mark 0x50/0xff -j ACCEPT
+-A MATCHES -m mark --mark 0x0 -j ACCEPT
+-A MATCHES -m mark --mark 0x1/0x0 -j ACCEPT
+-A MATCHES -p tcp -m multiport --dports 80,443,8000:8080 -j ACCEPT
+-A MATCHES -p tcp -m multiport ! --dports 80,443 -j ACCEPT
+-A MATCHES -p udp -m multiport --sports 53,53 -j ACCEPT
+-A MATCHES -p tcp -m multiport --ports 22,80:90 -j ACCEPT
+-A MATCHES -p tcp -m multiport ! --ports 22 -j ACCEPT
+-A MATCHES -p sctp -m multiport --dports 1,2,3 -j ACCEPT
+-A MATCHES -p dccp -m multiport --dports 1 -j ACCEPT
+-A MATCHES -p udplite -m multiport --dports 1 -j ACCEPT
+-A MATCHES -p tcp -m multiport --sports 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 -j ACCEPT
+-A MATCHES -p tcp -m multiport --dports 1:2,3:4,5:6,7:8,9:10,11:12,13:14,15 -j ACCEPT
+-A MATCHES -p sctp -m sctp --sport 1 --dport 2:3 -j ACCEPT
+-A MATCHES -p sctp -m sctp ! --sport 5 ! --dport 6 -j ACCEPT
+-A MATCHES -p sctp -m sctp --sport 0:100 --dport 5672 -j ACCEPT
+-A MATCHES -p sctp -m sctp -j ACCEPT
+-A MATCHES -p sctp -m sctp --chunk-types any DATA,INIT -j ACCEPT
+-A MATCHES -p sctp -m sctp ! --chunk-types all INIT -j ACCEPT
+-A MATCHES -p sctp -m sctp --chunk-types only DATA:Be -j ACCEPT
+-A MATCHES -p sctp -m sctp --chunk-types all ALL -j ACCEPT
+-A MATCHES -p sctp -m sctp --chunk-types any NONE -j ACCEPT
+-A MATCHES -p sctp -m sctp --chunk-types any DATA:IU,ABORT:T,SHUTDOWN_COMPLETE:t,I_DATA -j ACCEPT
+-A MATCHES -p sctp -m sctp --chunk-types any ECN_CWR,ASCONF_ACK,FORWARD_TSN,ASCONF,I_FORWARD_TSN -j ACCEPT
+-A MATCHES -p sctp -m sctp --sport 5 --dport 7 ! --chunk-types only DATA:B,SACK -j ACCEPT
+-A MATCHES -m iprange --src-range 10.0.0.1-10.0.0.5 -j ACCEPT
+-A MATCHES -m iprange ! --src-range 10.0.0.1-10.0.0.5 ! --dst-range 10.1.0.0-10.2.0.0 -j ACCEPT
+-A MATCHES -m iprange --dst-range 10.0.0.7-10.0.0.7 -j ACCEPT
+-A MATCHES -m iprange --src-range 10.0.0.5-10.0.0.1 -j ACCEPT
+-A MATCHES -m addrtype --src-type UNICAST -j ACCEPT
+-A MATCHES -m addrtype ! --dst-type LOCAL,BROADCAST -j ACCEPT
+-A MATCHES -m addrtype --src-type UNSPEC,UNICAST,LOCAL,BROADCAST,ANYCAST,MULTICAST,BLACKHOLE,UNREACHABLE,PROHIBIT,THROW,NAT,XRESOLVE -j ACCEPT
+-A MATCHES -m addrtype --src-type LOCAL ! --dst-type UNICAST --limit-iface-in -j ACCEPT
+-A MATCHES -m statistic --mode random --probability 0.33333333349 -j ACCEPT
+-A MATCHES -m statistic --mode random ! --probability 0.25000000000 -j ACCEPT
+-A MATCHES -m statistic --mode random --probability 0.00100000016 -j ACCEPT
+-A MATCHES -m statistic --mode random --probability 1.00000000000 -j ACCEPT
+-A MATCHES -m statistic --mode random --probability 0.00000000000 -j ACCEPT
+-A MATCHES -m statistic --mode nth --every 3 --packet 1 -j ACCEPT
+-A MATCHES -m statistic --mode nth ! --every 5 --packet 0 -j ACCEPT
+-A MATCHES -m length --length 100 -j ACCEPT
+-A MATCHES -m length ! --length 0:100 -j ACCEPT
+-A MATCHES -m length --length 100:65535 -j ACCEPT
+-A MATCHES -m length --length 0:100 -j ACCEPT
+-A MATCHES -m length --length 100:50 -j ACCEPT
+-A MATCHES -m length --length 50 -j ACCEPT
+-A MATCHES -m limit --limit 3/hour -j ACCEPT
+-A MATCHES -m limit --limit 5/sec --limit-burst 10 -j ACCEPT
+-A MATCHES -m limit --limit 3/min -j ACCEPT
+-A MATCHES -m limit --limit 3/day --limit-burst 1 -j ACCEPT
+-A MATCHES -m limit --limit 2/sec -j ACCEPT
+-A MATCHES -m limit --limit 90/min -j ACCEPT
+-A MATCHES -m limit --limit 2/sec -j ACCEPT
+-A MATCHES -m limit --limit 1/sec -j ACCEPT
+-A MATCHES -m limit --limit 10000/sec --limit-burst 10000 -j ACCEPT
+-A MATCHES -m limit --limit 3/hour -j ACCEPT
+-A MATCHES -m pkttype --pkt-type unicast -j ACCEPT
+-A MATCHES -m pkttype ! --pkt-type broadcast -j ACCEPT
+-A MATCHES -m pkttype --pkt-type multicast -j ACCEPT
+-A MATCHES -m pkttype --pkt-type otherhost -j ACCEPT
+-A MATCHES -m physdev --physdev-in eth0 -j ACCEPT
+-A MATCHES -m physdev ! --physdev-in eth+ --physdev-is-bridged -j ACCEPT
+-A MATCHES -m physdev ! --physdev-is-bridged -j ACCEPT
+-A MATCHES -m helper --helper ftp -j ACCEPT
+-A MATCHES -m helper ! --helper sip -j ACCEPT
+-A MATCHES -m comment --comment "two matches" -m mark --mark 0x1 -m length --length 64:1500 -j ACCEPT
+-A OWNER -m owner --uid-owner 0 -j ACCEPT
+-A OWNER -m owner --socket-exists ! --uid-owner 1000-2000 --gid-owner 5 -j ACCEPT
+-A OWNER -m owner ! --socket-exists -j ACCEPT
+-A OWNER -m owner --gid-owner 0 -j ACCEPT
+-A OWNER -m owner --uid-owner 1 --gid-owner 65534 -j ACCEPT
+-A OWNER -m owner --socket-exists --gid-owner 5 --suppl-groups -j ACCEPT
+-A OWNER -m owner ! --gid-owner 0-10 --suppl-groups -j ACCEPT
+-A OWNER -m owner --uid-owner 65534 -j RETURN

@@ -1,0 +1,30 @@
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-N ICMP6
+-A INPUT -p ipv6-icmp -j ICMP6
+-A INPUT -m addrtype --dst-type LOCAL --limit-iface-in -j ACCEPT
+-A INPUT -m addrtype --dst-type MULTICAST -j ACCEPT
+-A INPUT -m addrtype ! --src-type UNSPEC,UNICAST,LOCAL,ANYCAST,MULTICAST,UNREACHABLE -j DROP
+-A INPUT -m iprange --src-range ::1-::5 -j ACCEPT
+-A INPUT -m iprange ! --dst-range 2001:db8::1-2001:db8::ff -j ACCEPT
+-A INPUT -m mac --mac-source 00:11:22:33:44:55 -j ACCEPT
+-A INPUT -m mark --mark 0x4000/0x4000 -m comment --comment "ipv6 mark" -j ACCEPT
+-A INPUT -p tcp -m multiport --dports 80,443 -j ACCEPT
+-A INPUT -m statistic --mode random --probability 0.50000000000 -j ACCEPT
+-A INPUT -m length --length 1280:65535 -j ACCEPT
+-A INPUT -m limit --limit 10/min -j ACCEPT
+-A INPUT -m pkttype --pkt-type multicast -j ACCEPT
+-A OUTPUT -m owner --uid-owner 0 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 --icmpv6-type 128 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 --icmpv6-type 128/0 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 ! --icmpv6-type 1/4 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 --icmpv6-type 1 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 --icmpv6-type 255 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 --icmpv6-type 135 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 --icmpv6-type 136 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 --icmpv6-type 200/3 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 --icmpv6-type 2 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 --icmpv6-type 137 -j ACCEPT
+-A ICMP6 -p ipv6-icmp -m icmp6 --icmpv6-type 3/1 -j ACCEPT

@@ -1,0 +1,166 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-N MARKS
+-A PREROUTING -j MARKS
+-A PREROUTING -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff
+-A PREROUTING -j CONNMARK --restore-mark --nfmask 0xff --ctmask 0xff
+-A PREROUTING -j CONNMARK --restore-mark --nfmask 0xf0 --ctmask 0xffffffff
+-A PREROUTING -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xff00 --right-shift-mark 8
+-A PREROUTING -j TRACE
+-A PREROUTING -j SET --add-set S1 src --exist
+-A FORWARD -j LOG --log-prefix "fwd " --log-level 6 --log-tcp-options
+-A OUTPUT -j CONNMARK --save-mark --nfmask 0xffffffff --ctmask 0xffffffff
+-A OUTPUT -j CONNMARK --save-mark --nfmask 0xffff --ctmask 0xffff
+-A OUTPUT -j CONNMARK --save-mark --nfmask 0xf0 --ctmask 0xf
+-A OUTPUT -j CONNMARK --save-mark --nfmask 0xffffffff --ctmask 0xffffffff --left-shift-mark 16
+-A POSTROUTING -j CONNMARK --set-xmark 0x1/0xffffffff
+-A POSTROUTING -j CONNMARK --set-xmark 0x11/0x11
+-A POSTROUTING -j CONNMARK --set-xmark 0x11/0x10
+-A POSTROUTING -j CONNMARK --set-xmark 0x0/0xffff000f
+-A POSTROUTING -j CONNMARK --set-xmark 0x10/0x10
+-A POSTROUTING -j CONNMARK --set-xmark 0x10/0x0
+-A POSTROUTING -j CONNMARK --set-xmark 0x1/0xff
+-A POSTROUTING -j CONNMARK --set-xmark 0x0/0xff
+-A MARKS -j MARK --set-xmark 0x1/0xffffffff
+-A MARKS -j MARK --set-xmark 0x5/0xff
+-A MARKS -j MARK --set-xmark 0x0/0xffffffff
+-A MARKS -j MARK --set-xmark 0x8/0xffffffff
+-A MARKS -j MARK --set-xmark 0x11/0x11
+-A MARKS -j MARK --set-xmark 0x4000/0x4000
+-A MARKS -j MARK --set-xmark 0x4000/0x0
+-A MARKS -j MARK --set-xmark 0x0/0x0
+-A MARKS -j MARK --set-xmark 0xffffffff/0x0
+-A MARKS -j MARK --set-xmark 0x10/0x30
+-A MARKS -j MARK --set-xmark 0x0/0x4
+-A MARKS -j MARK --set-xmark 0x4000/0x4000
+-A MARKS -j MARK --set-xmark 0x8/0x0
+# table raw
+-P PREROUTING ACCEPT
+-P OUTPUT ACCEPT
+-N NOTRACKED
+-A PREROUTING -p udp -m udp --dport 53 -j NOTRACK
+-A PREROUTING -p udp -m udp --sport 53 -j CT --notrack
+-A PREROUTING -j CT --zone 5
+-A PREROUTING -j CT --zone-orig mark
+-A PREROUTING -j CT --zone-reply 7
+-A PREROUTING -j CT --ctevents new,related,destroy --expevents new
+-A PREROUTING -j CT --notrack --zone 3
+-A PREROUTING -j TRACE
+-A PREROUTING -j NFLOG --nflog-prefix raw --nflog-group 3
+-A OUTPUT -j NOTRACKED
+-A OUTPUT -j CT
+-A NOTRACKED -d 127.0.0.0/8 -j NOTRACK
+-A NOTRACKED -d 127.0.0.0/8 -j CT --notrack
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-N LOGS
+-N REJECTS
+-A INPUT -j LOGS
+-A INPUT -j REJECTS
+-A INPUT -j SET --add-set S1 src
+-A INPUT -j SET --add-set S1 dst --exist
+-A INPUT -j SET --del-set S1 src
+-A INPUT -j SET --add-set S2 src,dst
+-A INPUT -j SET --add-set S3 src --exist --timeout 10
+-A INPUT -j SET --add-set S3 src --exist --timeout 10 --del-set S1 dst
+-A INPUT -j SET --add-set S1 src,dst,src
+-A INPUT -j SET --add-set S1 src --timeout 0
+-A FORWARD -p tcp -j REJECT --reject-with tcp-reset
+-A FORWARD -j REJECT --reject-with icmp-host-prohibited
+-A OUTPUT -p udp -j REJECT --reject-with icmp-port-unreachable
+-A OUTPUT -j NFLOG
+-A OUTPUT -j NFLOG --nflog-group 5
+-A OUTPUT -j NFLOG --nflog-group 65535
+-A OUTPUT -j NFLOG --nflog-prefix "hello world"
+-A OUTPUT -j NFLOG --nflog-prefix "a\'b"
+-A OUTPUT -j NFLOG
+-A OUTPUT -j NFLOG --nflog-size 100
+-A OUTPUT -j NFLOG --nflog-size 0
+-A OUTPUT -j NFLOG --nflog-threshold 10
+-A OUTPUT -j NFLOG
+-A OUTPUT -j NFLOG --nflog-prefix p --nflog-group 2 --nflog-size 128 --nflog-threshold 3
+-A OUTPUT -j TRACE
+-A LOGS -j LOG
+-A LOGS -j LOG --log-prefix "recent: "
+-A LOGS -j LOG --log-prefix "a\"b"
+-A LOGS -j LOG --log-prefix "a.b"
+-A LOGS -j LOG --log-prefix abcdefghijklmnopqrstuvwxyz012
+-A LOGS -j LOG --log-level 0
+-A LOGS -j LOG --log-level 1
+-A LOGS -j LOG --log-level 2
+-A LOGS -j LOG --log-level 3
+-A LOGS -j LOG
+-A LOGS -j LOG --log-level 5
+-A LOGS -j LOG --log-level 6
+-A LOGS -j LOG --log-level 7
+-A LOGS -j LOG --log-level 0
+-A LOGS -j LOG --log-tcp-sequence
+-A LOGS -j LOG --log-tcp-options
+-A LOGS -j LOG --log-ip-options
+-A LOGS -j LOG --log-uid
+-A LOGS -j LOG --log-macdecode
+-A LOGS -j LOG --log-prefix "x y" --log-level 7 --log-tcp-sequence --log-tcp-options --log-ip-options --log-uid --log-macdecode
+-A REJECTS -j REJECT --reject-with icmp-port-unreachable
+-A REJECTS -p tcp -j REJECT --reject-with icmp-net-unreachable
+-A REJECTS -p tcp -j REJECT --reject-with icmp-host-unreachable
+-A REJECTS -p tcp -j REJECT --reject-with icmp-port-unreachable
+-A REJECTS -p tcp -j REJECT --reject-with icmp-proto-unreachable
+-A REJECTS -p tcp -j REJECT --reject-with icmp-net-prohibited
+-A REJECTS -p tcp -j REJECT --reject-with icmp-host-prohibited
+-A REJECTS -p tcp -j REJECT --reject-with icmp-admin-prohibited
+-A REJECTS -p tcp -j REJECT --reject-with tcp-reset
+-A REJECTS -p tcp -j REJECT --reject-with tcp-reset
+# table nat
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-N DNATS
+-A PREROUTING -j DNATS
+-A PREROUTING -i eth0 -p udp -m udp --dport 53 -j REDIRECT --to-ports 5353
+-A PREROUTING -j REDIRECT
+-A PREROUTING -j REDIRECT --random
+-A PREROUTING -p tcp -j REDIRECT --to-ports 8080-8090 --random
+-A PREROUTING -p tcp -j REDIRECT --to-ports 80
+-A PREROUTING -p icmp -j REDIRECT --to-ports 1000
+-A INPUT -j SNAT --to-source 1.2.3.4
+-A OUTPUT -p tcp -j DNAT --to-destination 127.0.0.1:8080
+-A OUTPUT -p udp -j REDIRECT --to-ports 53
+-A POSTROUTING -s 192.168.0.0/16 -o eth1 -j SNAT --to-source 1.2.3.4
+-A POSTROUTING -s 192.168.1.0/24 -o eth1 -p tcp -j SNAT --to-source 1.2.3.4-1.2.3.10:1000-2000 --random --persistent
+-A POSTROUTING -p tcp -j SNAT --to-source 1.2.3.4:1000-2000 --random --random-fully --persistent
+-A POSTROUTING -p udp -j SNAT --to-source 5.6.7.8:53
+-A POSTROUTING -j MASQUERADE
+-A POSTROUTING -j MASQUERADE --random
+-A POSTROUTING -j MASQUERADE --random-fully
+-A POSTROUTING -j MASQUERADE --random --random-fully
+-A POSTROUTING -p tcp -j MASQUERADE --to-ports 1024
+-A POSTROUTING -o eth1 -p udp -j MASQUERADE --to-ports 1024-65535 --random
+-A POSTROUTING -p icmp -j MASQUERADE --to-ports 1000
+-A DNATS -j DNAT --to-destination 10.0.0.1
+-A DNATS -p tcp -j DNAT --to-destination 10.244.1.5:8080
+-A DNATS -p tcp -j DNAT --to-destination 10.0.0.1:80-90
+-A DNATS -p tcp -j DNAT --to-destination 10.0.0.1-10.0.0.5:80-90
+-A DNATS -p tcp -j DNAT --to-destination :80
+-A DNATS -p tcp -j DNAT --to-destination 10.0.0.1:80 --random --persistent
+-A DNATS -p udp -j DNAT --to-destination 10.0.0.1:53
+-A DNATS -p sctp -j DNAT --to-destination 10.0.0.1:53
+-A DNATS -p dccp -j DNAT --to-destination 10.0.0.1:53
+-A DNATS -p icmp -j DNAT --to-destination 10.0.0.1:53
+-A DNATS ! -p tcp -j DNAT --to-destination 10.0.0.1:80
+-A DNATS -j DNAT --to-destination 10.0.0.5-10.0.0.1
+-A DNATS -p tcp -j DNAT --to-destination 10.0.0.1:0
+-A DNATS -p tcp -j DNAT --to-destination 10.0.0.1:80
+-A DNATS -p tcp -j DNAT --to-destination 10.0.0.1:80-90/100
+-A DNATS -p tcp -j DNAT --to-destination 10.0.0.1:80
+-A DNATS -p tcp -j DNAT --to-destination 10.0.0.1:80
+-A DNATS -j DNAT --to-destination 10.0.0.1 --random
+-A DNATS -j DNAT --to-destination 10.0.0.1 --persistent
+-A DNATS -j DNAT --to-destination 0.0.0.0
+-A DNATS -p tcp -j DNAT --to-destination 10.0.0.1:81

@@ -1,0 +1,47 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -j MARK --set-xmark 0x4000/0x4000
+-A PREROUTING -j CONNMARK --restore-mark --nfmask 0xff00 --ctmask 0xff
+-A OUTPUT -j CONNMARK --save-mark --nfmask 0xffffffff --ctmask 0xffffffff
+-A OUTPUT -j LOG --log-prefix "v6 " --log-level 7 --log-uid
+# table raw
+-P PREROUTING ACCEPT
+-P OUTPUT ACCEPT
+-A PREROUTING -j NOTRACK
+-A OUTPUT -j CT --notrack
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A INPUT -j REJECT --reject-with icmp6-port-unreachable
+-A INPUT -p tcp -j REJECT --reject-with icmp6-no-route
+-A INPUT -p tcp -j REJECT --reject-with icmp6-adm-prohibited
+-A INPUT -p tcp -j REJECT --reject-with icmp6-addr-unreachable
+-A INPUT -p tcp -j REJECT --reject-with icmp6-port-unreachable
+-A INPUT -p tcp -j REJECT --reject-with icmp6-policy-fail
+-A INPUT -p tcp -j REJECT --reject-with icmp6-reject-route
+-A INPUT -p tcp -j REJECT --reject-with tcp-reset
+-A FORWARD -j NFLOG --nflog-group 6
+# table nat
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -j DNAT --to-destination 2001:db8::1
+-A PREROUTING -j DNAT --to-destination 2001:db8::2
+-A PREROUTING -p tcp -j DNAT --to-destination [2001:db8::1]:80
+-A PREROUTING -p tcp -j DNAT --to-destination 2001:db8::1-2001:db8::5
+-A PREROUTING -p tcp -j DNAT --to-destination [2001:db8::1-2001:db8::5]:80
+-A PREROUTING -p tcp -j DNAT --to-destination 2001:db8::1:80
+-A PREROUTING -p tcp -j DNAT --to-destination [::ffff:1.2.3.4]:80
+-A PREROUTING -p tcp -j DNAT --to-destination [2001:db8::1]:80-90/100 --random --persistent
+-A PREROUTING -p tcp -j DNAT --to-destination :80
+-A PREROUTING -p tcp -j DNAT --to-destination ::1
+-A PREROUTING -p tcp -j REDIRECT --to-ports 1000
+-A POSTROUTING -p tcp -j SNAT --to-source [2001:db8::1]:1000-2000 --random-fully
+-A POSTROUTING -j MASQUERADE
+-A POSTROUTING -p tcp -j MASQUERADE --to-ports 1000-2000
