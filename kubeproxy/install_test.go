@@ -26,8 +26,7 @@ var layoutCases = []struct {
 // acceptance test.
 func generatedCluster(t testing.TB, seed uint64, v6 bool, layout Layout, payload bool) (Config, []byte) {
 	t.Helper()
-	r := rand.New(rand.NewPCG(seed, 0x6b70))
-	cfg, svcs, slices := randomCluster(r, v6)
+	cfg, svcs, slices := randomCluster(randFor(seed), v6)
 	cfg.Layout = layout
 	cfg.LegacyPortNames = layout == LayoutLegacy && seed%2 == 0
 	cfg.LegacyProbability = layout == LayoutLegacy && seed%3 == 0
@@ -102,3 +101,6 @@ func TestInstallRefusal(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, 3, pe.Line)
 }
+
+// randFor is the random source of generated cluster seed.
+func randFor(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x6b70)) }

@@ -111,3 +111,14 @@ func TestRelatedICMPErrorIsUnNATed(t *testing.T) {
 	assert.Equal(t, uint16(53), res.Packet.Inner.DstPort)
 	assert.Equal(t, uint16(0), res.Packet.ICMPID)
 }
+
+// Recorded in namespaces: a packet masqueraded out of an interface with no
+// address (a Calico cali* veth) takes another interface's address.
+func TestMasqueradeOutOfAddresslessInterface(t *testing.T) {
+	h := testHost(t, "*nat\n-A POSTROUTING -o cali+ -j MASQUERADE\nCOMMIT\n", HostConfig{})
+	require.NoError(t, h.AddInterface("cali1234"))
+	require.NoError(t, h.AddRoute(Route{Dst: netip.MustParsePrefix("10.244.9.7/32"), Iface: "cali1234"}))
+	res := h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.9.7", 80, SYN))
+	require.Equal(t, Forwarded, res.Disposition)
+	assert.Equal(t, netip.MustParseAddr("192.168.10.1"), res.Packet.Src)
+}

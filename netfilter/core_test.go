@@ -124,3 +124,19 @@ func TestInvertedPortRangeFromZero(t *testing.T) {
 	assert.ErrorIs(t, rs.Exec("-A INPUT -p tcp ! --dport 0:65535"), ErrUnsupported)
 	assert.ErrorIs(t, rs.Exec("-A INPUT -i! -j ACCEPT"), ErrBadValue)
 }
+
+// iptables takes unique prefixes of long options (getopt_long); recorded
+// with iptables 1.8.9.
+func TestAbbreviatedOptions(t *testing.T) {
+	rs := NewRuleset(IPv4)
+	rs.MustExec(
+		"-t nat -A PREROUTING -p tcp --dpor 80 -j DNAT --to-dest 1.2.3.4",
+		"-A INPUT --proto tcp --dest 1.1.1.1 --in-int eth0 -j ACCEPT",
+		"-A INPUT -m comment --comm x -j ACCEPT",
+	)
+	assert.Contains(t, rs.String(), "-A PREROUTING -p tcp -m tcp --dport 80 -j DNAT --to-destination 1.2.3.4\n")
+	assert.Contains(t, rs.String(), "-A INPUT -d 1.1.1.1/32 -i eth0 -p tcp -j ACCEPT\n-A INPUT -m comment --comment x -j ACCEPT\n")
+	assert.ErrorIs(t, rs.Exec("-A INPUT -p tcp --d 80"), ErrUnknownOption) // ambiguous
+	assert.ErrorIs(t, rs.Exec("-A INPUT -p tcp --s 80 -j ACCEPT"), ErrUnknownOption)
+	assert.ErrorIs(t, rs.Exec("-A INPUT -p tcp -m multiport --dports 1,2 --dp 5"), ErrMultipleFlags)
+}

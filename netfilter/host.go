@@ -89,6 +89,7 @@ type Host struct {
 	rules  [2]*Ruleset // IPv4, IPv6
 	progs  [2]*program
 	ctx    evalCtx
+	pkt    Packet // the packet being walked
 	ct     *conntrack.Table
 	sets   *ipset.Registry
 	// explaining suppresses every state change while Explain walks; oracle

@@ -42,11 +42,12 @@ func (rs *Ruleset) AppendList(b []byte, table TableID, chain string, opt ListOpt
 		}
 		chains = []*Chain{c}
 	}
+	refs := t.referenceCounts()
 	for i, c := range chains {
 		if i > 0 {
 			b = append(b, '\n')
 		}
-		b = appendListHeader(b, t, c, opt)
+		b = appendListHeader(b, refs[c.Name], c, opt)
 		for n, r := range c.Rules {
 			b = rs.appendListRule(b, n+1, r, opt)
 		}
@@ -56,7 +57,7 @@ func (rs *Ruleset) AppendList(b []byte, table TableID, chain string, opt ListOpt
 
 // appendListHeader appends the "Chain ..." line and the column titles.
 // The titles keep iptables' trailing spaces.
-func appendListHeader(b []byte, t *Table, c *Chain, opt ListOptions) []byte {
+func appendListHeader(b []byte, refs int, c *Chain, opt ListOptions) []byte {
 	b = append(b, "Chain "...)
 	b = append(b, c.Name...)
 	if c.builtin {
@@ -72,7 +73,7 @@ func appendListHeader(b []byte, t *Table, c *Chain, opt ListOptions) []byte {
 		b = append(b, ")\n"...)
 	} else {
 		b = append(b, " ("...)
-		b = strconv.AppendInt(b, int64(t.References(c.Name)), 10)
+		b = strconv.AppendInt(b, int64(refs), 10)
 		b = append(b, " references)\n"...)
 	}
 	if opt.LineNumbers {

@@ -93,6 +93,9 @@ func (p *ruleParser) parse(args []string) error {
 		if name == "" {
 			return atToken(tok, fmt.Errorf("%w: unexpected argument %q", ErrSyntax, tok))
 		}
+		if strings.HasPrefix(name, "--") {
+			name = p.expandAbbrev(name)
+		}
 		next := func() (string, error) {
 			if hasVal {
 				hasVal = false
@@ -555,4 +558,80 @@ var unmodelledTargets = map[string]bool{
 	"DSCP": true, "ECN": true, "HMARK": true, "IDLETIMER": true, "LED": true, "NETMAP": true,
 	"NFQUEUE": true, "QUEUE": true, "RATEEST": true, "SECMARK": true, "SYNPROXY": true, "TCPMSS": true,
 	"TCPOPTSTRIP": true, "TEE": true, "TOS": true, "TPROXY": true, "TTL": true, "ULOG": true,
+}
+
+// mainLongOptions are iptables' own long options (not a module's).
+var mainLongOptions = []string{"source", "src", "destination", "dst", "in-interface", "out-interface",
+	"protocol", "fragment", "jump", "goto", "match", "set-counters"}
+
+// expandAbbrev resolves an abbreviated long option the way getopt_long
+// does over iptables' merged option table: a unique prefix of one option
+// of iptables itself or of a loaded module (or of the -p protocol's match,
+// which iptables loads when an option is unknown) stands for it; an exact
+// name always wins; an ambiguous or unknown prefix is left as it is and
+// fails later as an unknown option.
+func (p *ruleParser) expandAbbrev(name string) string {
+	prefix := name[2:]
+	if prefix == "" {
+		return name
+	}
+	type cand struct{ owner, canon string }
+	var found []cand
+	seen := map[cand]bool{}
+	add := func(owner, canon, spelled string) bool {
+		if spelled == prefix {
+			found, seen = []cand{{owner, canon}}, map[cand]bool{{owner, canon}: true}
+			return true
+		}
+		c := cand{owner, canon}
+		if strings.HasPrefix(spelled, prefix) && !seen[c] {
+			seen[c] = true
+			found = append(found, c)
+		}
+		return false
+	}
+	for _, o := range mainLongOptions {
+		if add("", o, o) {
+			return name
+		}
+	}
+	mods := []*module{}
+	if p.target != nil {
+		mods = append(mods, p.target.mod)
+	}
+	for _, in := range p.matches {
+		mods = append(mods, in.mod)
+	}
+	scan := func(m *module) bool {
+		for _, o := range m.opts {
+			if add(m.name, o.name, o.name) {
+				return true
+			}
+			for _, a := range o.aliases {
+				if add(m.name, o.name, a) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, m := range mods {
+		if scan(m) {
+			return name
+		}
+	}
+	if len(found) == 0 && p.rule.IP.Proto != 0 && !p.rule.IP.InvProto {
+		if m, ok := matchModules[protoModule(p.rule.IP.Proto)]; ok && scan(m) {
+			return name
+		}
+	}
+	if len(found) != 1 {
+		return name
+	}
+	for _, o := range mainLongOptions {
+		if found[0].owner == "" && found[0].canon == o {
+			return "--" + o
+		}
+	}
+	return "--" + found[0].canon
 }

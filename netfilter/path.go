@@ -308,7 +308,10 @@ func (h *Host) Receive(iface string, p Packet) Result {
 	if p.Family == 0 {
 		p.Family = familyOf(p.Dst)
 	}
-	return h.walk(&p, false)
+	// The host owns the packet while it walks, so that evaluation, which
+	// keeps pointers to it, does not move the caller's copy to the heap.
+	h.pkt = p
+	return h.walk(&h.pkt, false)
 }
 
 // Send sends a packet from a local process: routing, OUTPUT, rerouting and
@@ -319,7 +322,8 @@ func (h *Host) Send(p Packet) Result {
 	if p.Family == 0 {
 		p.Family = familyOf(p.Dst)
 	}
-	return h.walk(&p, true)
+	h.pkt = p
+	return h.walk(&h.pkt, true)
 }
 
 func familyOf(a netip.Addr) Family {
@@ -451,10 +455,35 @@ func (h *Host) sourceFor(r Route, dst netip.Addr) netip.Addr {
 	if r.Type == RouteLocal {
 		return dst
 	}
+	// Like inet_select_addr: on the output device, the address whose
+	// subnet holds the next hop, else its first address of the family;
+	// a device without one borrows the first usable address of another
+	// device (Calico's cali* veths have none).
+	hop := dst
+	if r.Gateway.IsValid() {
+		hop = r.Gateway
+	}
 	if i := h.Interface(r.Iface); i != nil {
+		first := netip.Addr{}
 		for _, a := range i.Addrs {
-			if a.Addr().Is4() == dst.Is4() {
+			if a.Addr().Is4() != dst.Is4() {
+				continue
+			}
+			if a.Contains(hop) {
 				return a.Addr()
+			}
+			if !first.IsValid() {
+				first = a.Addr()
+			}
+		}
+		if first.IsValid() {
+			return first
+		}
+	}
+	for _, i := range h.ifaces {
+		for _, a := range i.Addrs {
+			if x := a.Addr(); x.Is4() == dst.Is4() && !x.IsLoopback() && !x.IsLinkLocalUnicast() {
+				return x
 			}
 		}
 	}

@@ -174,6 +174,19 @@ func (t *Table) References(name string) int {
 	return n
 }
 
+// referenceCounts returns References for every chain at once.
+func (t *Table) referenceCounts() map[string]int {
+	refs := map[string]int{}
+	for _, c := range t.chains {
+		for _, r := range c.Rules {
+			if j, ok := r.Target.(*JumpTarget); ok {
+				refs[j.Chain]++
+			}
+		}
+	}
+	return refs
+}
+
 // checkChainName applies iptables' rules for user chain names.
 func checkChainName(name string) error {
 	switch {

@@ -14,6 +14,7 @@
 //	packetwalk ipset [node input] [--packets FILE] [list|save] [SET...]
 //	packetwalk explain [node input] [--format text|json] [PACKET...] PACKET
 //	packetwalk kube -f CLUSTER.yaml [--layout current|legacy] [--node-name N] [--node-ip IP]...
+//	packetwalk pcap [node input] -r IN.pcap|IN.pcapng [--in IFACE] -w OUT_PREFIX
 //
 // A PACKET is one argument of space-separated key=value tokens, for
 // example "in=eth0 src=192.168.10.2 dst=10.96.0.10 dport=80".
@@ -86,13 +87,14 @@ func subcommands() []subcommand {
 		{"ipset", "print ipset list or save output after running packets", runIpset},
 		{"explain", "list every possible outcome of a packet with its exact probability", runExplain},
 		{"kube", "print the iptables-save text kube-proxy writes for a cluster", runKube},
+		{"pcap", "run a pcap or pcapng capture through the node and write what leaves", runPcap},
 		{"demo", "walk a few packets through an embedded Kubernetes node", runDemo},
 	}
 }
 
 // planned names subcommands of the command-line contract that are not
 // built yet, so they are refused by name rather than as unknown.
-var planned = map[string]bool{"pcap": true}
+var planned = map[string]bool{}
 
 // usageError is a mistake in the command line itself: exit status 2.
 type usageError struct{ msg string }

@@ -35,6 +35,7 @@ import (
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/render"
 )
 
 var (
@@ -91,7 +92,7 @@ func newNet(w io.Writer, yaml []byte, pods ...string) (*story.Net, error) {
 	if err := node.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "azure0", Gateway: netip.MustParseAddr("10.13.76.1")}); err != nil {
 		return nil, err
 	}
-	if err := node.Restore(netfilter.IPv4, doc, netfilter.RestoreOptions{}); err != nil {
+	if err := kubeproxy.Install(node, doc); err != nil {
 		return nil, err
 	}
 	for _, r := range aksPostrouting {
@@ -234,4 +235,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "day-in-the-life:", err)
 		os.Exit(1)
 	}
+}
+
+// picture is the nat table of the node as Graphviz DOT with the path of
+// the first SYN of part 1 highlighted (the README's picture).
+func picture() ([]byte, error) {
+	n, err := newNet(io.Discard, clusterYAML, "10.13.76.26", "10.13.76.7")
+	if err != nil {
+		return nil, err
+	}
+	node := n.Host("node")
+	syn := story.TCP(Laptop+":51535", VIP+":80", netfilter.SYN)
+	r := node.Receive("azure0", syn)
+	return render.DOT(node.Ruleset(netfilter.IPv4), render.Options{
+		Table: netfilter.NAT,
+		Roots: []string{"PREROUTING", "POSTROUTING"},
+		Path:  r.Trace,
+		Title: "AKS node, nat table: " + story.Addr(syn) + " → " + story.Addr(r.Packet),
+	})
 }

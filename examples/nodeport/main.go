@@ -72,7 +72,7 @@ func node(name, ip, bridge string, seed uint64) (*netfilter.Host, error) {
 	if err := h.AddInterface("cni0", netip.MustParsePrefix(bridge)); err != nil {
 		return nil, err
 	}
-	if err := h.Restore(netfilter.IPv4, doc, netfilter.RestoreOptions{}); err != nil {
+	if err := kubeproxy.Install(h, doc); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -25,3 +25,6 @@ func Golden(t *testing.T, name string, got []byte) {
 	require.NoError(t, err, "run go test -update to create %s", path)
 	require.Equal(t, string(want), string(got))
 }
+
+// Updating reports whether the test run rewrites golden files (-update).
+func Updating() bool { return *update }

@@ -1,0 +1,270 @@
+// Command aks-kubenet replays "AKS Networking: iptables in AKS" (seed 000)
+// on a kubenet node and an Azure CNI node.
+//
+// It teaches:
+//   - KUBE-SERVICES → KUBE-SVC → KUBE-SEP: a ClusterIP connection from a
+//     pod matches the Service's rule in KUBE-SERVICES (no KUBE-MARK-MASQ,
+//     the source is inside the pod CIDR), KUBE-SVC picks an endpoint with
+//     "statistic mode random" rules and KUBE-SEP DNATs to the pod.
+//   - The probabilities 0.33333333349, 0.50000000000 and "the rest" give
+//     each of three pods a third of the connections — not exactly: the
+//     kernel stores lround(p·2^31), so Host.Explain reports
+//     715827883/2^31 for the first pod and 1431655765/2^32 for the others.
+//     After scaling to two pods the chain is rewritten to 0.5 / the rest:
+//     exactly 1/2 each.
+//   - On Azure CNI the ip-masq-agent builds the IP-MASQ-AGENT chain from
+//     its ConfigMap's nonMasqueradeCIDRs: traffic to those ranges leaves
+//     with the pod's IP, everything else is masqueraded to the node's IP.
+//     Adding 10.1.0.0/16 to the ConfigMap adds a RETURN rule, and traffic
+//     to 10.1.0.0/16 keeps the pod IP.
+//
+// The kube-proxy rules are kube-proxy's legacy layout with pre-v1.19 port
+// names (the chain names are the post's: KUBE-SVC-4N57TFCL4MD7ZTDA,
+// KUBE-SEP-66QNMC7FITAI6UHV, ...); the third nginx pod, which the post does
+// not list, is 10.100.1.2 on kubenet and the CNI pods are 10.220.2.28,
+// .41 and .76 — the addresses whose hashes are the post's chain names.
+// Unlike the post's listing, the rules carry kube-proxy's comments.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/kubeproxy"
+	"github.com/packetwalk/packetwalk/netfilter"
+)
+
+// Names and addresses of the scenario.
+const (
+	SvcChain    = "KUBE-SVC-4N57TFCL4MD7ZTDA"
+	SEP1        = "KUBE-SEP-66QNMC7FITAI6UHV" // 10.100.0.9
+	SEP2        = "KUBE-SEP-D27HGEPMBQMIMSQA" // 10.100.1.2
+	SEP3        = "KUBE-SEP-CP6YF2KE7E2OKMTG" // 10.100.2.2
+	KubenetIP   = "10.200.184.192"
+	ClientPod   = "10.100.0.10"
+	CNINodeIP   = "10.220.2.4"
+	CNIPod      = "10.220.2.28"
+	OtherVNet   = "10.1.0.4" // a server in 10.1.0.0/16
+	MasqChain   = "IP-MASQ-AGENT"
+	CNIClusterP = "10.200.211.157"
+)
+
+// configMap is the post's azure-ip-masq-agent-config data.
+const configMap = `nonMasqueradeCIDRs:
+  - 10.220.0.0/16
+  - 10.220.2.0/24
+  - 10.200.0.0/16
+masqLinkLocal: true
+resyncInterval: 60s
+`
+
+// editedConfigMap is the ConfigMap after the post's kubectl edit.
+var editedConfigMap = strings.Replace(configMap, "masqLinkLocal", "  - 10.1.0.0/16\nmasqLinkLocal", 1)
+
+// nginx returns the Service and EndpointSlice YAML of default/nginx with
+// one endpoint per (ip, node) pair.
+func nginx(clusterIP string, eps ...[2]string) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: v1
+kind: Service
+metadata: {name: nginx, namespace: default}
+spec:
+  type: ClusterIP
+  clusterIP: %s
+  ports:
+  - {protocol: TCP, port: 80, targetPort: 80}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: nginx-1
+  namespace: default
+  labels: {kubernetes.io/service-name: nginx}
+addressType: IPv4
+ports:
+- {name: "", protocol: TCP, port: 80}
+endpoints:
+`, clusterIP)
+	for _, e := range eps {
+		fmt.Fprintf(&b, "- addresses: [%s]\n  nodeName: %s\n  conditions: {ready: true}\n", e[0], e[1])
+	}
+	return []byte(b.String())
+}
+
+// Kubenet nodes and their nginx pods.
+var (
+	threePods = [][2]string{{"10.100.0.9", "aks-nodepool1-27511634-vmss000000"}, {"10.100.1.2", "aks-nodepool1-27511634-vmss000002"}, {"10.100.2.2", "aks-nodepool1-27511634-vmss000001"}}
+	twoPods   = [][2]string{threePods[0], threePods[2]}
+)
+
+func proxy(node, podCIDR string, yaml []byte) ([]byte, error) {
+	cfg := kubeproxy.DefaultConfig(node)
+	cfg.Layout = kubeproxy.LayoutLegacy
+	cfg.LegacyPortNames = true
+	cfg.Detector = kubeproxy.LocalDetector{Mode: kubeproxy.DetectClusterCIDR, CIDR: netip.MustParsePrefix(podCIDR)}
+	return kubeproxy.GenerateFromYAML(cfg, yaml)
+}
+
+// kubenetNode is vmss000000: eth0 in the VNet, the pods behind cbr0.
+func kubenetNode() (*netfilter.Host, error) {
+	h, _ := story.NewHost(7)
+	for _, err := range []error{
+		h.AddInterface("eth0", netip.MustParsePrefix("10.240.0.4/16")),
+		h.AddInterface("cbr0", netip.MustParsePrefix("10.100.0.1/24")),
+		h.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0", Gateway: netip.MustParseAddr("10.240.0.1")}),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return h, loadProxy(h, "aks-nodepool1-27511634-vmss000000", "10.100.0.0/16", nginx(KubenetIP, threePods...))
+}
+
+func loadProxy(h *netfilter.Host, node, podCIDR string, yaml []byte) error {
+	doc, err := proxy(node, podCIDR, yaml)
+	if err != nil {
+		return err
+	}
+	return kubeproxy.Install(h, doc)
+}
+
+// masqAgentConfig is the ip-masq-agent ConfigMap's data.
+type masqAgentConfig struct {
+	NonMasqueradeCIDRs []string `json:"nonMasqueradeCIDRs"`
+	MasqLinkLocal      bool     `json:"masqLinkLocal"`
+	ResyncInterval     string   `json:"resyncInterval"`
+}
+
+// syncMasqAgent does what ip-masq-agent does on each resync: rewrite the
+// IP-MASQ-AGENT chain from the ConfigMap with `iptables-restore --noflush`
+// (declaring the chain flushes it).
+func syncMasqAgent(h *netfilter.Host, data string) error {
+	var cfg masqAgentConfig
+	if err := yaml.UnmarshalStrict([]byte(data), &cfg); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	b.WriteString("*nat\n:IP-MASQ-AGENT - [0:0]\n")
+	if !cfg.MasqLinkLocal {
+		b.WriteString(`-A IP-MASQ-AGENT -d 169.254.0.0/16 -m comment --comment "ip-masq-agent: local traffic is not subject to MASQUERADE" -j RETURN` + "\n")
+	}
+	for _, c := range cfg.NonMasqueradeCIDRs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return fmt.Errorf("nonMasqueradeCIDRs: %w", err)
+		}
+		fmt.Fprintf(&b, "-A IP-MASQ-AGENT -d %s -m comment --comment \"ip-masq-agent: local traffic is not subject to MASQUERADE\" -j RETURN\n", p)
+	}
+	b.WriteString(`-A IP-MASQ-AGENT -m comment --comment "ip-masq-agent: outbound traffic is subject to MASQUERADE (must be last in chain)" -j MASQUERADE` + "\nCOMMIT\n")
+	return h.Restore(netfilter.IPv4, b.Bytes(), netfilter.RestoreOptions{NoFlush: true})
+}
+
+// cniNode is vmss000000 of the Azure CNI cluster: the pods share the
+// node's subnet on the azure0 bridge.
+func cniNode() (*netfilter.Host, error) {
+	h, _ := story.NewHost(8)
+	for _, err := range []error{
+		h.AddInterface("azure0", netip.MustParsePrefix(CNINodeIP+"/24")),
+		h.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "azure0", Gateway: netip.MustParseAddr("10.220.2.1")}),
+		loadProxy(h, "aks-nodepool1-44430483-vmss000000", "10.220.2.0/24", nginx(CNIClusterP,
+			[2]string{CNIPod, "aks-nodepool1-44430483-vmss000000"}, [2]string{"10.220.2.41", "aks-nodepool1-44430483-vmss000001"}, [2]string{"10.220.2.76", "aks-nodepool1-44430483-vmss000002"})),
+		h.Exec("-t nat -A POSTROUTING -s 172.17.0.0/16 ! -o docker0 -j MASQUERADE"),
+		h.Exec("-t nat -N IP-MASQ-AGENT"),
+		h.Exec(`-t nat -A POSTROUTING -m comment --comment "ip-masq-agent: ensure nat POSTROUTING directs all non-LOCAL destination traffic to our custom IP-MASQ-AGENT chain" -m addrtype ! --dst-type LOCAL -j IP-MASQ-AGENT`),
+		syncMasqAgent(h, configMap),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+func fromPod(src, dst string, sport int) netfilter.Packet {
+	return story.TCP(fmt.Sprintf("%s:%d", src, sport), dst, netfilter.SYN)
+}
+
+func explain(w io.Writer, h *netfilter.Host, iface string, p netfilter.Packet) error {
+	outs, err := h.Explain(iface, p)
+	if err != nil {
+		return err
+	}
+	for _, o := range outs {
+		fmt.Fprintf(w, "  p=%-24s (%.11f)  → %s\n", o.Probability, o.Probability.Float64(), story.Addr(o.Result.Packet))
+	}
+	return nil
+}
+
+func run(w io.Writer) error {
+	fmt.Fprintln(w, "# kubenet: node vmss000000 (eth0 10.240.0.4, pods on cbr0 10.100.0.0/24), service default/nginx 10.200.184.192:80")
+	node, err := kubenetNode()
+	if err != nil {
+		return err
+	}
+	story.Title(w, "Three nginx pods: where does a pod's connection to the ClusterIP go? (Host.Explain, exact)")
+	if err := explain(w, node, "cbr0", fromPod(ClientPod, KubenetIP+":80", 33000)); err != nil {
+		return err
+	}
+	story.Title(w, "Three connections from pod %s", ClientPod)
+	for sport := 33000; sport < 33003; sport++ {
+		story.Receive(w, "node", node, "cbr0", fromPod(ClientPod, KubenetIP+":80", sport))
+	}
+	story.Title(w, "The chains after the walks")
+	for _, c := range []string{"KUBE-SERVICES", SvcChain, SEP1} {
+		if err := story.NAT(w, node, c); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+
+	story.Title(w, "kubectl scale deployment nginx --replicas=2: kube-proxy rewrites the chains")
+	if err := loadProxy(node, "aks-nodepool1-27511634-vmss000000", "10.100.0.0/16", nginx(KubenetIP, twoPods...)); err != nil {
+		return err
+	}
+	if err := story.NAT(w, node, SvcChain); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := explain(w, node, "cbr0", fromPod(ClientPod, KubenetIP+":80", 33010)); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\n# Azure CNI: node vmss000000 10.220.2.4 on azure0, pod 10.220.2.28, ip-masq-agent")
+	cni, err := cniNode()
+	if err != nil {
+		return err
+	}
+	story.Title(w, "The ip-masq-agent ConfigMap and the chain it writes")
+	fmt.Fprintf(w, "nonMasqueradeCIDRs from azure-ip-masq-agent-config:\n%s\n", configMap)
+	if err := story.NAT(w, cni, "POSTROUTING"); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	story.Title(w, "Pod %s → a VNet address and → %s", CNIPod, OtherVNet)
+	story.Receive(w, "node", cni, "azure0", fromPod(CNIPod, "10.220.0.10:443", 41000))
+	story.Receive(w, "node", cni, "azure0", fromPod(CNIPod, OtherVNet+":443", 41001))
+	if err := story.NAT(w, cni, MasqChain); err != nil {
+		return err
+	}
+
+	story.Title(w, "kubectl edit configmap: add 10.1.0.0/16 to nonMasqueradeCIDRs; the agent resyncs")
+	if err := syncMasqAgent(cni, editedConfigMap); err != nil {
+		return err
+	}
+	story.Receive(w, "node", cni, "azure0", fromPod(CNIPod, OtherVNet+":443", 41002))
+	return story.NAT(w, cni, MasqChain)
+}
+
+func main() {
+	if err := run(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "aks-kubenet:", err)
+		os.Exit(1)
+	}
+}

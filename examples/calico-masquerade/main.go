@@ -1,0 +1,159 @@
+// Command calico-masquerade replays "AKS Azure CNI Calico IP Masquerade"
+// (seed 001): a pod curls a server in its own VNet and one in a peered
+// VNet, before and after an IPPool for the peered VNet is created.
+//
+// It teaches that on an Azure CNI cluster with Calico network policy the
+// source NAT of pod traffic is decided by Calico, not by ip-masq-agent:
+// nat POSTROUTING → cali-POSTROUTING → cali-nat-outgoing, whose one rule
+// masquerades packets whose source is in the ipset cali40masq-ipam-pools
+// and whose destination is NOT in cali40all-ipam-pools. The sets hold the
+// CIDRs of Calico's IPPools, so
+//   - the VNet-A server 10.240.0.97 (inside the 10.240.0.0/16 pool) sees
+//     the pod IP 10.240.0.46;
+//   - the VNet-B server 172.17.0.4 sees the node IP 10.240.0.35;
+//   - once an IPPool for 172.17.0.0/16 exists, Felix adds it to both sets
+//     and VNet B sees the pod IP too.
+//
+// The rules (testdata/nat.rules) are the post's listings in
+// iptables-restore form; the sets (testdata/ipsets) are its `ipset list`.
+package main
+
+import (
+	_ "embed"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+
+	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/ipset"
+	"github.com/packetwalk/packetwalk/netfilter"
+)
+
+var (
+	//go:embed testdata/nat.rules
+	natRules []byte
+	//go:embed testdata/ipsets
+	ipsets []byte
+	//go:embed testdata/ippool-othervnet.ipsets
+	othervnet []byte
+)
+
+// Addresses of the post.
+const (
+	PodIP   = "10.240.0.46"
+	NodeIP  = "10.240.0.35"
+	ServerA = "10.240.0.97" // VNet A, the cluster's VNet
+	ServerB = "172.17.0.4"  // VNet B, peered
+)
+
+// newNet wires the pod, its node and the two servers. The node reaches
+// VNet B through the VNet's gateway (the peering).
+func newNet(w io.Writer) (*story.Net, error) {
+	node, _ := story.NewHost(1)
+	pod, _ := story.NewHost(2)
+	a, _ := story.NewHost(3)
+	b, _ := story.NewHost(4)
+	for _, err := range []error{
+		node.AddInterface("eth0", netip.MustParsePrefix(NodeIP+"/16")),
+		// Azure CNI in transparent mode (with Calico): one veth per pod,
+		// without an address, and a host route to the pod.
+		node.AddInterface("azv46"),
+		node.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix(PodIP + "/32"), Iface: "azv46"}),
+		node.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0", Gateway: netip.MustParseAddr("10.240.0.1")}),
+		node.Sets().Restore(ipsets, ipset.RestoreOptions{}),
+		node.Restore(netfilter.IPv4, natRules, netfilter.RestoreOptions{}),
+		pod.AddInterface("eth0", netip.MustParsePrefix(PodIP+"/16")),
+		pod.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0", Gateway: netip.MustParseAddr("10.240.0.1")}),
+		a.AddInterface("eth0", netip.MustParsePrefix(ServerA+"/16")),
+		a.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0", Gateway: netip.MustParseAddr("10.240.0.1")}),
+		b.AddInterface("eth0", netip.MustParsePrefix(ServerB+"/16")),
+		b.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0", Gateway: netip.MustParseAddr("172.17.0.1")}),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	n := story.NewNet(w)
+	n.Add("pod", pod)
+	n.Add("node", node)
+	n.Add("server A", a)
+	n.Add("server B", b)
+	n.Link("pod", "0.0.0.0/0", "node", "azv46")
+	n.Link("node", ServerA+"/32", "server A", "eth0")
+	n.Link("node", ServerB+"/32", "server B", "eth0")
+	n.Link("node", PodIP+"/32", "pod", "eth0")
+	n.Link("server A", "0.0.0.0/0", "node", "eth0")
+	n.Link("server B", "0.0.0.0/0", "node", "eth0")
+	return n, nil
+}
+
+// curl sends a SYN from the pod to server:80 and prints the source the
+// server's nginx would log; it returns that source.
+func curl(w io.Writer, n *story.Net, server string, sport int) (netip.Addr, error) {
+	hops := n.Send("pod", story.TCP(fmt.Sprintf("%s:%d", PodIP, sport), server+":80", netfilter.SYN))
+	last := story.Last(hops)
+	if last.Result.Disposition != netfilter.Delivered {
+		return netip.Addr{}, fmt.Errorf("curl %s: %s on %s", server, last.Result.Disposition, last.Host)
+	}
+	fmt.Fprintf(w, "%s docker logs: %s - - \"GET / HTTP/1.1\" 200 612 \"-\" \"curl/7.68.0\" \"-\"\n", last.Host, last.In.Src)
+	back := n.Send(last.Host, story.Reply(last.Result.Packet, netfilter.SYN|netfilter.ACK))
+	if l := story.Last(back); l.Host != "pod" || l.Result.Disposition != netfilter.Delivered {
+		return netip.Addr{}, fmt.Errorf("reply from %s: %s on %s", server, l.Result.Disposition, l.Host)
+	}
+	return last.In.Src, nil
+}
+
+func run(w io.Writer) error {
+	fmt.Fprintln(w, "# Pod 10.240.0.46 on node 10.240.0.35; server A 10.240.0.97 (VNet A), server B 172.17.0.4 (peered VNet B)")
+	n, err := newNet(w)
+	if err != nil {
+		return err
+	}
+	node := n.Host("node")
+	for _, c := range []string{"POSTROUTING", "cali-POSTROUTING", "cali-nat-outgoing"} {
+		if err := story.NAT(w, node, c); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	if err := story.Ipset(w, node, "cali40masq-ipam-pools"); err != nil {
+		return err
+	}
+	story.Title(w, "curl 10.240.0.97 (VNet A)")
+	if _, err := curl(w, n, ServerA, 50001); err != nil {
+		return err
+	}
+	story.Title(w, "curl 172.17.0.4 (VNet B)")
+	if _, err := curl(w, n, ServerB, 50002); err != nil {
+		return err
+	}
+	story.Title(w, "kubectl apply IPPool othervnet (172.17.0.0/16, natOutgoing, disabled): Felix updates the sets")
+	if err := node.Sets().Restore(othervnet, ipset.RestoreOptions{}); err != nil {
+		return err
+	}
+	if err := story.Ipset(w, node, "cali40masq-ipam-pools"); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	if err := story.Ipset(w, node, "cali40all-ipam-pools"); err != nil {
+		return err
+	}
+	story.Title(w, "curl 10.240.0.97 (VNet A) again")
+	if _, err := curl(w, n, ServerA, 50003); err != nil {
+		return err
+	}
+	story.Title(w, "curl 172.17.0.4 (VNet B) again")
+	if _, err := curl(w, n, ServerB, 50004); err != nil {
+		return err
+	}
+	story.Title(w, "The node after the walks")
+	return story.NAT(w, node, "cali-nat-outgoing")
+}
+
+func main() {
+	if err := run(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "calico-masquerade:", err)
+		os.Exit(1)
+	}
+}

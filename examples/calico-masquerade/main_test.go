@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/examples/internal/storytest"
+	"github.com/packetwalk/packetwalk/ipset"
+	"github.com/packetwalk/packetwalk/netfilter"
+)
+
+func TestOutput(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, run(&b))
+	storytest.Golden(t, "output.golden", b.Bytes())
+}
+
+// TestWhoSeesWhat: the source each server sees, and the rule that decided
+// it, before and after the IPPool for VNet B.
+func TestWhoSeesWhat(t *testing.T) {
+	n, err := newNet(io.Discard)
+	require.NoError(t, err)
+	node := n.Host("node")
+	masq := func(server string) bool {
+		r := node.Receive("azv46", story.TCP(PodIP+":40000", server+":80", netfilter.SYN))
+		return story.Matched(r, netfilter.NAT, "cali-nat-outgoing", 1)
+	}
+	src, err := curl(io.Discard, n, ServerA, 50001)
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr(PodIP), src, "VNet A sees the pod")
+	src, err = curl(io.Discard, n, ServerB, 50002)
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr(NodeIP), src, "VNet B sees the node")
+	assert.True(t, masq(ServerB))
+	assert.False(t, masq(ServerA))
+	nat := node.Ruleset(netfilter.IPv4).Table(netfilter.NAT)
+	assert.Equal(t, uint64(2), nat.Chain("cali-nat-outgoing").Rules[0].Counters.Packets)
+
+	require.NoError(t, node.Sets().Restore(othervnet, ipset.RestoreOptions{}))
+	src, err = curl(io.Discard, n, ServerA, 50003)
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr(PodIP), src)
+	src, err = curl(io.Discard, n, ServerB, 50004)
+	require.NoError(t, err)
+	assert.Equal(t, netip.MustParseAddr(PodIP), src, "VNet B sees the pod once 172.17.0.0/16 is a pool")
+	assert.False(t, masq(ServerB))
+	// A destination in no pool is still masqueraded.
+	assert.True(t, masq("52.1.2.3"))
+
+	var b bytes.Buffer
+	require.NoError(t, node.Sets().List(&b, "cali40all-ipam-pools"))
+	assert.Contains(t, b.String(), "Number of entries: 2\nMembers:\n10.240.0.0/16\n172.17.0.0/16\n")
+}
+
+// TestOnlyMasqPoolsAreMasqueraded: the source set matters too — a source
+// outside every natOutgoing pool keeps its address.
+func TestOnlyMasqPoolsAreMasqueraded(t *testing.T) {
+	n, err := newNet(io.Discard)
+	require.NoError(t, err)
+	r := n.Host("node").Receive("azv46", story.TCP("192.168.7.7:40000", ServerB+":80", netfilter.SYN))
+	require.Equal(t, netfilter.Forwarded, r.Disposition)
+	assert.Equal(t, "192.168.7.7", r.Packet.Src.String())
+}
