@@ -3,6 +3,7 @@ package conntrack
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"net/netip"
 )
 
@@ -225,10 +226,13 @@ func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 	return tp
 }
 
-// pickAddr chooses the address in the range (kernel find_best_ips_proto:
-// a hash of the source address, seeded by the destination unless
-// persistent, scaled into the range). The hash is FNV-1a, not jhash, so
-// the choice is deterministic but not the kernel's exact pick.
+// pickAddr chooses the address in the range as the kernel's
+// find_best_ips_proto does: jhash2 over the source address (the 16 bytes
+// of the tuple's address union, IPv4 in the first word), seeded by the
+// last word of the destination unless persistent, scaled into the range
+// word by word. Words are read in the host's byte order; this reproduces
+// a little-endian (x86, arm64) kernel, with conntrack zone 0 in the seed
+// as Tuple.Zone.
 func (r *NATRange) pickAddr(tp *Tuple, k NATKind) {
 	if !r.MinAddr.IsValid() {
 		return
@@ -241,43 +245,108 @@ func (r *NATRange) pickAddr(tp *Tuple, k NATKind) {
 		*dst = r.MinAddr
 		return
 	}
-	h := uint32(2166136261)
-	mix := func(b []byte) {
-		for _, c := range b {
-			h ^= uint32(c)
-			h *= 16777619
+	persistent := r.Flags&NATPersistent != 0
+	v4 := r.MinAddr.Is4()
+	words := func(a netip.Addr) (w [4]uint32) {
+		var b [16]byte
+		if a.Is4() {
+			a4 := a.As4()
+			copy(b[:], a4[:])
+		} else {
+			b = a.As16()
+		}
+		for i := range w {
+			w[i] = binary.LittleEndian.Uint32(b[4*i:])
+		}
+		return w
+	}
+	src, dw := words(tp.Src), words(tp.Dst)
+	last := 3
+	if v4 {
+		last = 0
+	}
+	var seed uint32
+	if !persistent {
+		seed = dw[last] ^ uint32(tp.Zone)
+	}
+	j := jhash2(src, seed)
+	minB, maxB := r.MinAddr.As16(), r.MaxAddr.As16()
+	if v4 {
+		m4, x4 := r.MinAddr.As4(), r.MaxAddr.As4()
+		minB, maxB = [16]byte{}, [16]byte{}
+		copy(minB[:], m4[:])
+		copy(maxB[:], x4[:])
+	}
+	var out [16]byte
+	full := false
+	for i := 0; i <= last; i++ {
+		var lo, dist uint32
+		if !full {
+			lo = binary.BigEndian.Uint32(minB[4*i:])
+			dist = binary.BigEndian.Uint32(maxB[4*i:]) - lo + 1
+		} else {
+			dist = ^uint32(0)
+		}
+		v := lo + uint32(uint64(j)*uint64(dist)>>32)
+		binary.BigEndian.PutUint32(out[4*i:], v)
+		if v != binary.BigEndian.Uint32(maxB[4*i:]) {
+			full = true
+		}
+		if !persistent {
+			j ^= dw[i]
 		}
 	}
-	mix(tp.Src.AsSlice())
-	if r.Flags&NATPersistent == 0 {
-		mix(tp.Dst.AsSlice())
-		mix([]byte{byte(tp.Zone >> 8), byte(tp.Zone)})
-	}
-	lo, hi := low32(r.MinAddr), low32(r.MaxAddr)
-	if r.MinAddr.Is4() {
-		dist := uint64(hi-lo) + 1
-		v := lo + uint32(uint64(h)*dist>>32)
-		*dst = netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	if v4 {
+		*dst = netip.AddrFrom4([4]byte(out[:4]))
 		return
 	}
-	b := r.MinAddr.As16()
-	l, hh := binary.BigEndian.Uint64(b[8:]), binary.BigEndian.Uint64(ptr16(r.MaxAddr)[8:])
-	span := hh - l
-	var off uint64
-	if span == ^uint64(0) {
-		off = uint64(h)
-	} else {
-		off = uint64(h) % (span + 1)
-	}
-	binary.BigEndian.PutUint64(b[8:], l+off)
-	*dst = netip.AddrFrom16(b)
+	*dst = netip.AddrFrom16(out)
 }
 
-func ptr16(a netip.Addr) []byte { b := a.As16(); return b[:] }
-
-func low32(a netip.Addr) uint32 {
-	b := a.As16()
-	return binary.BigEndian.Uint32(b[12:])
+// jhash2 is the kernel's jhash2 (Bob Jenkins' lookup3 hashword) over four
+// 32-bit words.
+func jhash2(k [4]uint32, initval uint32) uint32 {
+	a := 0xdeadbeef + uint32(4<<2) + initval
+	b, c := a, a
+	a += k[0]
+	b += k[1]
+	c += k[2]
+	// __jhash_mix
+	a -= c
+	a ^= bits.RotateLeft32(c, 4)
+	c += b
+	b -= a
+	b ^= bits.RotateLeft32(a, 6)
+	a += c
+	c -= b
+	c ^= bits.RotateLeft32(b, 8)
+	b += a
+	a -= c
+	a ^= bits.RotateLeft32(c, 16)
+	c += b
+	b -= a
+	b ^= bits.RotateLeft32(a, 19)
+	a += c
+	c -= b
+	c ^= bits.RotateLeft32(b, 4)
+	b += a
+	a += k[3]
+	// __jhash_final
+	c ^= b
+	c -= bits.RotateLeft32(b, 14)
+	a ^= c
+	a -= bits.RotateLeft32(c, 11)
+	b ^= a
+	b -= bits.RotateLeft32(a, 25)
+	c ^= b
+	c -= bits.RotateLeft32(b, 16)
+	a ^= c
+	a -= bits.RotateLeft32(c, 4)
+	b ^= a
+	b -= bits.RotateLeft32(a, 14)
+	c ^= b
+	c -= bits.RotateLeft32(b, 24)
+	return c
 }
 
 // uniquePort searches a free port or ICMP id (kernel

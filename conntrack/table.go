@@ -485,3 +485,17 @@ func (t *Table) Flush() int {
 	t.count = 0
 	return n
 }
+
+// SetClosing moves a confirmed TCP connection to CLOSE with the close
+// timeout, as the kernel does when REJECT answers one of its packets with a
+// reset (nf_ct_set_closing, nf_conntrack_tcp_set_closing). Other entries,
+// unconfirmed ones and ones already closing are left alone.
+func (t *Table) SetClosing(e *Entry) {
+	if e == nil || !e.Confirmed() || e.Original.Proto != ProtoTCP || e.TCPState == TCPClose {
+		return
+	}
+	e.TCPState = TCPClose
+	if e.Status&StatusFixedTimeout == 0 {
+		e.Expires = t.clock.Now().Add(t.timeouts.TCPClose)
+	}
+}

@@ -207,17 +207,18 @@ func (s *Set) deleteKey(k ekey) error {
 }
 
 // find returns the live entry deciding a lookup for k, walking present
-// prefix lengths longest first when walk1/walk2 are set. It does not
+// prefix lengths longest first when walk1/walk2 are set; an entry that o's
+// counter comparisons reject is passed over (o may be nil). It does not
 // allocate.
-func (s *Set) find(k ekey, walk1, walk2 bool, now time.Time) *entry {
+func (s *Set) find(k ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) *entry {
 	if !walk1 && !walk2 {
-		return s.findIface(k, now)
+		return s.findIface(k, now, o)
 	}
 	if walk1 {
 		a := k.a1
 		for _, l := range s.lens1 {
 			k.a1, k.c1 = netip.PrefixFrom(a, int(l)).Masked().Addr(), l
-			if e := s.find(k, false, walk2, now); e != nil {
+			if e := s.find(k, false, walk2, now, o); e != nil {
 				return e
 			}
 		}
@@ -226,7 +227,7 @@ func (s *Set) find(k ekey, walk1, walk2 bool, now time.Time) *entry {
 	a := k.a2
 	for _, l := range s.lens2 {
 		k.a2, k.c2 = netip.PrefixFrom(a, int(l)).Masked().Addr(), l
-		if e := s.findIface(k, now); e != nil {
+		if e := s.findIface(k, now, o); e != nil {
 			return e
 		}
 	}
@@ -235,8 +236,8 @@ func (s *Set) find(k ekey, walk1, walk2 bool, now time.Time) *entry {
 
 // findIface resolves interface wildcards: exact name first, then wildcard
 // entries from the longest prefix of the name.
-func (s *Set) findIface(k ekey, now time.Time) *entry {
-	if e := s.entries[k]; e != nil && !e.expired(now) {
+func (s *Set) findIface(k ekey, now time.Time, o *MatchOptions) *entry {
+	if e := s.entries[k]; e != nil && !e.expired(now) && s.accept(o, e) {
 		return e
 	}
 	if len(s.typ.dims) < 2 || s.typ.dims[1] != dimIface || k.wildcard {
@@ -246,7 +247,7 @@ func (s *Set) findIface(k ekey, now time.Time) *entry {
 	k.wildcard = true
 	for i := len(name); i >= 0; i-- {
 		k.iface = name[:i]
-		if e := s.entries[k]; e != nil && !e.expired(now) {
+		if e := s.entries[k]; e != nil && !e.expired(now) && s.accept(o, e) {
 			return e
 		}
 	}
@@ -283,6 +284,11 @@ func (s *Set) keyFromPacket(pk Key) (ekey, bool) {
 				k.port = 0
 			}
 		case dimBPort:
+			// The kernel reads a bitmap:port dimension from TCP and UDP
+			// only (Proto 0 stands for "not given").
+			if pk.Proto != 0 && pk.Proto != protoTCP && pk.Proto != protoUDP {
+				return k, false
+			}
 			k.port = pk.Port
 		case dimIface:
 			k.iface, k.physdev = pk.Iface, pk.Physdev
@@ -297,7 +303,7 @@ func (s *Set) lookup(pk Key, now time.Time) *entry {
 	if !ok {
 		return nil
 	}
-	return s.find(k, s.isNet(0), s.isNet(2), now)
+	return s.find(k, s.isNet(0), s.isNet(2), now, nil)
 }
 
 // Lookup reports how the set answers a packet lookup at time now, as the
@@ -316,7 +322,8 @@ func (s *Set) Lookup(k Key, now time.Time) (match, nomatch bool) {
 }
 
 // LookupCount is Lookup plus the --update-counters side effect: the deciding
-// entry's packet and byte counters grow when the set has counters.
+// entry's packet and byte counters grow when the set has counters, for a
+// nomatch entry too (the kernel counts before it looks at the flag).
 func (s *Set) LookupCount(k Key, now time.Time, bytes int) (match, nomatch bool) {
 	if s.typ.kind == kindList {
 		return s.listLookup(k, now)
@@ -325,7 +332,7 @@ func (s *Set) LookupCount(k Key, now time.Time, bytes int) (match, nomatch bool)
 	if e == nil {
 		return false, false
 	}
-	if s.counters && !e.nomatch {
+	if s.counters {
 		e.packets++
 		e.bytes += uint64(bytes)
 	}
@@ -351,26 +358,47 @@ func (s *Set) listLookup(k Key, now time.Time) (match, nomatch bool) {
 }
 
 // AddKey adds the element a packet key describes, as the SET target's
-// --add-set does; timeout < 0 means the set's default, 0 permanent.
+// --add-set does; timeout < 0 means the set's default, 0 permanent. It
+// leaves the entry's counters alone; AddPacket is the target's full effect.
 func (s *Set) AddKey(k Key, timeout int, exist bool) error {
+	return s.addKey(k, timeout, exist, nil)
+}
+
+// AddPacket is AddKey as the kernel's SET target does it for a packet of
+// length bytes: a net dimension takes the longest prefix length present in
+// the set (the host length when none is), and in a set with counters the
+// new entry, or the entry an --exist add overwrites, starts at 1 packet of
+// length bytes.
+func (s *Set) AddPacket(k Key, length, timeout int, exist bool) error {
+	return s.addKey(k, timeout, exist, &addOpts{packets: 1, bytes: uint64(max(length, 0)), hasCounter: true})
+}
+
+func (s *Set) addKey(k Key, timeout int, exist bool, pkt *addOpts) error {
 	if s.typ.kind == kindList {
-		return s.reg.forMembers(s, func(m *Set) error { return m.AddKey(k, timeout, exist) })
+		return s.reg.forMembers(s, func(m *Set) error { return m.addKey(k, timeout, exist, pkt) })
 	}
 	ek, ok := s.keyFromPacket(k)
 	if !ok {
 		return ErrTypeMismatch
 	}
+	if pkt != nil {
+		s.packetPrefix(&ek)
+	}
 	if s.typ.kind == kindBitmap && !s.inBitmap(ek) {
 		return ErrOutOfRange
 	}
 	o := &addOpts{}
+	if pkt != nil && s.counters {
+		*o = *pkt
+	}
 	if timeout >= 0 && s.hasTimeout {
 		o.timeout, o.hasTimeout = timeout, true
 	}
 	return s.insertKey(ek, o, exist)
 }
 
-// DelKey deletes the element a packet key describes, as --del-set does.
+// DelKey deletes the element a packet key describes, as --del-set does:
+// a net dimension takes the longest prefix length present in the set.
 func (s *Set) DelKey(k Key) error {
 	if s.typ.kind == kindList {
 		return s.reg.forMembers(s, func(m *Set) error { return m.DelKey(k) })
@@ -379,7 +407,22 @@ func (s *Set) DelKey(k Key) error {
 	if !ok {
 		return ErrNotAdded
 	}
+	s.packetPrefix(&ek)
 	return s.deleteKey(ek)
+}
+
+// packetPrefix gives the net dimensions of a key read from a packet the
+// prefix length the kernel's add and del use: the longest present in the
+// set, or the host length in an empty set.
+func (s *Set) packetPrefix(k *ekey) {
+	if s.isNet(0) && len(s.lens1) > 0 {
+		k.c1 = s.lens1[0]
+		k.a1 = netip.PrefixFrom(k.a1, int(k.c1)).Masked().Addr()
+	}
+	if s.isNet(2) && len(s.lens2) > 0 {
+		k.c2 = s.lens2[0]
+		k.a2 = netip.PrefixFrom(k.a2, int(k.c2)).Masked().Addr()
+	}
 }
 
 func (s *Set) inBitmap(k ekey) bool {
@@ -393,7 +436,7 @@ func (s *Set) inBitmap(k ekey) bool {
 // walks like a packet; a shorter one needs that exact entry.
 func (s *Set) testKey(k ekey, now time.Time) bool {
 	full := uint8(s.maxBits())
-	e := s.find(k, s.isNet(0) && k.c1 == full, s.isNet(2) && k.c2 == full, now)
+	e := s.find(k, s.isNet(0) && k.c1 == full, s.isNet(2) && k.c2 == full, now, nil)
 	return e != nil && !e.nomatch
 }
 

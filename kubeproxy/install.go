@@ -34,6 +34,17 @@ func Install(h *netfilter.Host, data []byte) error {
 // InstallFamily is [Install] with the family given, e.g. from
 // Config.Family through [NetfilterFamily].
 func InstallFamily(h *netfilter.Host, f netfilter.Family, data []byte) error {
+	// kube-proxy creates its nfacct counters before it writes rules that
+	// name them; a node without them refuses those rules.
+	if bytes.Contains(data, []byte("-m nfacct")) {
+		for _, name := range []string{nfacctInvalidDropped, nfacctLocalhostNPs} {
+			if _, ok := h.NFAcct(name); !ok {
+				if err := h.AddNFAcct(name); err != nil {
+					return fmt.Errorf("kubeproxy: install into %s: %w", f, err)
+				}
+			}
+		}
+	}
 	opt := netfilter.RestoreOptions{NoFlush: !declaresBuiltin(data)}
 	if err := h.Restore(f, data, opt); err != nil {
 		return fmt.Errorf("kubeproxy: install into %s: %w", f, err)

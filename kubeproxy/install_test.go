@@ -104,3 +104,19 @@ func TestInstallRefusal(t *testing.T) {
 
 // randFor is the random source of generated cluster seed.
 func randFor(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x6b70)) }
+
+// kube-proxy ≥ v1.30 names nfacct counters it creates first; Install does
+// the same, so the upstream TestOverallIPTablesRules payload (which has
+// them) loads, and the counters count.
+func TestInstallCreatesNFAcctCounters(t *testing.T) {
+	cfg := upstreamTestConfig()
+	cfg.PayloadOnly = false
+	svcs, slices := overallObjects()
+	data, err := Generate(cfg, svcs, slices, nil)
+	require.NoError(t, err)
+	require.Contains(t, string(data), "-m nfacct --nfacct-name")
+	h := netfilter.NewHost(netfilter.HostConfig{})
+	require.NoError(t, Install(h, data))
+	_, ok := h.NFAcct("ct_state_invalid_dropped_pkts")
+	assert.True(t, ok)
+}

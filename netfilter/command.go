@@ -26,12 +26,39 @@ var commandNames = map[string]string{
 	"-P": "-P", "--policy": "-P", "-E": "-E", "--rename-chain": "-E",
 }
 
+// isCommandName reports whether a names a command, looking the map up
+// only for words that can be one (most arguments of a rule cannot).
+func isCommandName(a string) bool {
+	if len(a) < 2 || a[0] != '-' || len(a) == 2 && (a[1] < 'A' || a[1] > 'Z') {
+		return false
+	}
+	return commandNames[a] != ""
+}
+
 // parseCommand parses the arguments of one command. allowTable permits
 // "-t TABLE" (iptables), which iptables-restore refuses.
 func parseCommand(f Family, table TableID, args []string, allowTable bool) (*command, error) {
+	return parseCommandWith(nil, f, table, args, allowTable)
+}
+
+// parseCommandWith is parseCommand with a reusable rule parser (see
+// parseRuleSpecWith); scratch may be nil.
+func parseCommandWith(scratch *ruleParser, f Family, table TableID, args []string, allowTable bool) (*command, error) {
 	var rest []string
 	cmd := &command{table: table}
-	for i := 0; i < len(args); i++ {
+	fast := false
+	if len(args) > 0 && isCommandName(args[0]) {
+		// The usual "-A CHAIN ..." form: the rest is a view of args, unless
+		// a second command or -t makes the loop below collect it instead.
+		cmd.op, rest, fast = commandNames[args[0]], args[1:], true
+		for _, a := range rest {
+			if a == "-t" || a == "--table" || strings.HasPrefix(a, "--table=") || isCommandName(a) {
+				cmd.op, rest, fast = "", nil, false
+				break
+			}
+		}
+	}
+	for i := 0; i < len(args) && !fast; i++ {
 		a := args[i]
 		switch {
 		case a == "-t" || a == "--table" || strings.HasPrefix(a, "--table="):
@@ -115,7 +142,7 @@ func parseCommand(f Family, table TableID, args []string, allowTable bool) (*com
 			return cmd, nil
 		}
 		ctx := ruleCtx{family: f, table: cmd.table, chain: chain}
-		cmd.rules, cmd.counter, err = parseRuleSpec(ctx, rest)
+		cmd.rules, cmd.counter, err = parseRuleSpecWith(scratch, ctx, rest)
 		if err != nil {
 			return nil, err
 		}

@@ -30,6 +30,8 @@ type crule struct {
 	ext []any
 
 	src, dst netip.Prefix // copies for the fast path
+	// disp, when set, indexes the run of rules this one belongs to.
+	disp *dispatch
 }
 
 // ctable is a table compiled to a flat rule array with resolved jumps.
@@ -41,6 +43,9 @@ type ctable struct {
 	baseEnd [numHooks]int // end marker of each built-in chain
 	depth   int           // deepest nesting of user chains below a base chain
 	stack   []int         // return addresses, sized by depth, reused
+	// linear turns the dispatch maps off: the reference evaluator that
+	// tests compare the indexed one with.
+	linear bool
 }
 
 // program is a compiled ruleset.
@@ -65,15 +70,15 @@ var conntrackUsers = map[string]bool{
 func compile(rs *Ruleset) (*program, error) {
 	p := &program{family: rs.family}
 	for _, t := range rs.Tables() {
-		if err := t.validate(rs.family); err != nil {
+		chains := t.Chains()
+		if err := t.validateChains(rs.family, chains); err != nil {
 			return nil, err
 		}
 		ct := &ctable{id: t.id, model: t}
 		for i := range ct.entry {
 			ct.entry[i], ct.baseEnd[i] = -1, -1
 		}
-		start := map[string]int{}
-		chains := t.Chains()
+		start := make(map[string]int, len(chains))
 		n := 0
 		for _, c := range chains {
 			start[c.Name] = n
@@ -109,12 +114,16 @@ func compile(rs *Ruleset) (*program, error) {
 				if r.Target != nil && conntrackUsers[r.Target.Name()] {
 					p.conntrack = true
 				}
-				cr.state = make([]uint32, len(r.Matches))
 				for k, m := range r.Matches {
 					if conntrackUsers[m.Module()] {
 						p.conntrack = true
 					}
 					if s, ok := m.(stateful); ok {
+						// Only rules with state get the slice: most have
+						// none, and a 10k-service table has 170k rules.
+						if cr.state == nil {
+							cr.state = make([]uint32, len(r.Matches))
+						}
 						cr.state[k] = s.initialState()
 					}
 					if s, ok := m.(extStateful); ok {
@@ -126,6 +135,7 @@ func compile(rs *Ruleset) (*program, error) {
 				}
 				ct.rules = append(ct.rules, cr)
 			}
+			buildDispatch(ct, len(ct.rules)-len(c.Rules), len(ct.rules))
 			end := crule{chain: c, end: true, policy: c.Policy}
 			if h, ok := c.Hook(); ok {
 				ct.entry[h] = start[c.Name]
@@ -133,34 +143,37 @@ func compile(rs *Ruleset) (*program, error) {
 			}
 			ct.rules = append(ct.rules, end)
 		}
-		ct.depth = chainDepth(t)
+		ct.depth = chainDepth(ct)
 		ct.stack = make([]int, ct.depth+1)
 		p.tables[t.id] = ct
 	}
 	return p, nil
 }
 
-// chainDepth returns the longest chain of jumps below any chain of t,
-// which validation has proven free of loops.
-func chainDepth(t *Table) int {
-	memo := map[string]int{}
-	var depth func(c *Chain) int
-	depth = func(c *Chain) int {
-		if d, ok := memo[c.Name]; ok {
-			return d
+// chainDepth returns the longest chain of jumps below any chain of ct,
+// which validation has proven free of loops. It follows the resolved jump
+// indexes, so it needs no lookup by name.
+func chainDepth(ct *ctable) int {
+	memo := make([]int32, len(ct.rules)) // by chain start; 0 = not yet, else depth+1
+	var depth func(start int) int
+	depth = func(start int) int {
+		if d := memo[start]; d > 0 {
+			return int(d - 1)
 		}
 		d := 0
-		for _, r := range c.Rules {
-			if j, ok := r.Target.(*JumpTarget); ok {
-				d = max(d, 1+depth(t.chains[j.Chain]))
+		for i := start; !ct.rules[i].end; i++ {
+			if k := ct.rules[i].kind; k == vJump || k == vGoto {
+				d = max(d, 1+depth(ct.rules[i].jump))
 			}
 		}
-		memo[c.Name] = d
+		memo[start] = int32(d + 1)
 		return d
 	}
 	d := 0
-	for _, c := range t.chains {
-		d = max(d, depth(c))
+	for i := range ct.rules {
+		if i == 0 || ct.rules[i-1].end {
+			d = max(d, depth(i))
+		}
 	}
 	return d
 }

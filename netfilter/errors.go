@@ -22,6 +22,7 @@ var (
 	ErrLoop             = errors.New("loop of jumps")
 	ErrTooDeep          = errors.New("chains nested too deep")
 	ErrNoSuchSet        = errors.New("no such ipset")
+	ErrNoSuchNFAcct     = errors.New("no such nfacct object")
 	ErrNotAllowed       = errors.New("not allowed here")
 	ErrNoSuchRule       = errors.New("no such rule")
 	ErrSyntax           = errors.New("syntax error")

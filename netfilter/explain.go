@@ -46,11 +46,15 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 	// the previous path; paths share prefixes, so most products carry over.
 	prods := []*big.Int{big.NewInt(1)}
 	var prev []explainChoice
+	// One oracle for every path: it keeps the snapshots that let a path
+	// resume at its branch point instead of replaying the walk up to it.
+	o := &explainOracle{h: h, resumable: !h.referenceEval()}
 	for n := 0; ; n++ {
 		if n == maxExplainPaths {
 			return nil, fmt.Errorf("%w: more than %d paths", ErrUnsupported, maxExplainPaths)
 		}
-		h.oracle = &explainOracle{prefix: decisions}
+		o.prefix, o.taken, o.tables, o.run = decisions, make([]explainChoice, 0, len(decisions)+8), 0, explainPos{}
+		h.oracle = o
 		var res Result
 		if iface == "" {
 			res = h.Send(p)
@@ -61,7 +65,12 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 			return nil, err
 		}
 		taken := h.oracle.taken
+		// The walk replays decisions but for the last one, flipped: the
+		// paths share len(decisions)-1 choices. The loop only checks it.
 		same := 0
+		if n > 0 && len(decisions) > 0 && len(taken) >= len(decisions) && len(prev) >= len(decisions) {
+			same = len(decisions) - 1
+		}
 		for same < len(taken) && same < len(prev) && taken[same] == prev[same] {
 			same++
 		}
@@ -80,18 +89,21 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 			break
 		}
 		decisions[len(decisions)-1].matched = false
+		o.resumeAt(len(decisions) - 1)
 	}
 	type keyed struct {
 		o Outcome
 		f float64
 	}
-	ks := make([]keyed, len(m.acc))
+	// Pointers are sorted, not the outcomes: a Result is large and a
+	// cascade of 1000 endpoints has 1000 outcomes.
+	ks := make([]*keyed, len(m.acc))
 	for i, a := range m.acc {
 		p := a.prob()
-		ks[i] = keyed{Outcome{Probability: p, Result: a.res}, p.Float64()}
+		ks[i] = &keyed{Outcome{Probability: p, Result: a.res}, p.Float64()}
 	}
 	// Most probable first; the float decides unless it ties.
-	slices.SortStableFunc(ks, func(a, b keyed) int {
+	slices.SortStableFunc(ks, func(a, b *keyed) int {
 		if a.f != b.f {
 			if a.f > b.f {
 				return -1
@@ -260,6 +272,42 @@ func (d explainChoice) numerator() *big.Int {
 type explainOracle struct {
 	prefix []explainChoice
 	taken  []explainChoice
+
+	// What follows lets a path resume where its last choice is drawn
+	// (see runTable), which makes explaining a cascade of n endpoints
+	// linear in n instead of quadratic.
+	h         *Host
+	resumable bool
+	snaps     []*explainSnap // by choice index; nil where none was taken
+	resume    *explainSnap   // where the next walk may resume
+	tables    int            // runTable calls so far in this walk
+	// The position of the table being run, kept up to date by runTable.
+	run explainPos
+}
+
+// explainPos is the evaluator state runTable shares with the oracle.
+type explainPos struct {
+	active     bool // inside a runTable call
+	clean      bool // no target with effects beyond packet and ctx ran
+	pc, sp     int
+	stack      []int
+	ctx        *evalCtx
+	entryTaken int // choices drawn before the table was entered
+	traceStart int // trace steps before the table was entered
+}
+
+// explainSnap is the evaluator state at the start of the rule that drew a
+// choice: enough to continue the walk from that rule in a later path whose
+// earlier choices are the same.
+type explainSnap struct {
+	tables     int // which runTable call of the walk
+	entryTaken int
+	choice     int // index of the choice the rule draws
+	pc         int
+	stack      []int
+	ctx        evalCtx
+	pkt        Packet
+	trace      []Step // steps of this table before the rule
 }
 
 func (o *explainOracle) choose(stored uint32, invert bool) bool {
@@ -272,9 +320,64 @@ func (o *explainOracle) choose(stored uint32, invert bool) bool {
 		if d.numerator().Sign() == 0 {
 			d.matched = false // a branch that cannot happen is not walked
 		}
+		o.snapshot(i)
 	}
 	o.taken = append(o.taken, d)
 	return d.matched
+}
+
+// snapshot records the state at the start of the current rule, which is
+// drawing choice i for the first time.
+func (o *explainOracle) snapshot(i int) {
+	for len(o.snaps) <= i {
+		o.snaps = append(o.snaps, nil)
+	}
+	o.snaps[i] = nil
+	r := &o.run
+	if !o.resumable || !r.active || !r.clean {
+		return
+	}
+	o.snaps[i] = &explainSnap{
+		tables: o.tables, entryTaken: r.entryTaken, choice: i, pc: r.pc,
+		stack: append([]int(nil), r.stack[:r.sp]...), ctx: *r.ctx, pkt: *r.ctx.pkt,
+		trace: append([]Step(nil), o.h.trace[r.traceStart:]...),
+	}
+}
+
+// resumeAt prepares the next walk, whose last choice is i, to resume at
+// the snapshot of choice i; snapshots of later choices are stale.
+func (o *explainOracle) resumeAt(i int) {
+	o.resume = nil
+	if i < len(o.snaps) {
+		o.resume = o.snaps[i]
+		o.snaps = o.snaps[:i]
+	}
+}
+
+// enterTable is called by runTable on entry while explaining. It returns
+// the snapshot to resume from when this call is the one it was taken in.
+func (o *explainOracle) enterTable(c *evalCtx, stack []int) *explainSnap {
+	o.tables++
+	o.run = explainPos{active: true, clean: true, stack: stack, ctx: c, entryTaken: len(o.taken), traceStart: len(o.h.trace)}
+	s := o.resume
+	if s == nil || s.tables != o.tables || s.entryTaken != len(o.taken) {
+		return nil
+	}
+	o.resume = nil
+	// The choices the skipped rules would have drawn, as the prefix says.
+	o.taken = append(o.taken, o.prefix[s.entryTaken:s.choice]...)
+	o.h.trace = append(o.h.trace, s.trace...)
+	return s
+}
+
+// pureTarget reports whether a target's only effects are on the packet
+// and the evaluation context, which a snapshot restores.
+func pureTarget(a applier) bool {
+	switch a.(type) {
+	case *MarkTarget, *NATTarget:
+		return true
+	}
+	return false
 }
 
 // randomMatch is how the statistic match draws: from the host's seeded

@@ -99,6 +99,8 @@ type Host struct {
 	ctPCG      *rand.PCG // conntrack's random source, snapshotted by Explain
 	// recent holds the recent match's lists, by family and name.
 	recent map[recentKey]*recentList
+	// nfacct holds the extended accounting objects (nfacct add).
+	nfacct map[string]*Counters
 	// setRefs are the set references each family's rules hold.
 	setRefs [2][]string
 	// cur is the current packet's connection, set at the conntrack hook;
@@ -107,6 +109,9 @@ type Host struct {
 	notrack bool
 	// loopback is set while a locally generated packet re-enters through lo.
 	loopback bool
+	// attached is set while a generated packet (a REJECT reply) walks with
+	// the connection of the packet that caused it.
+	attached bool
 	// Tracing records every step of each packet in Result.Trace.
 	Tracing bool
 	trace   []Step
@@ -126,6 +131,30 @@ func NewHost(cfg HostConfig) *Host {
 	h.ct = conntrack.NewTable(conntrack.Config{Clock: h.clock, Rand: rand.New(h.ctPCG)})
 	h.sets = ipset.NewRegistry(h.clock, rand.New(rand.NewPCG(cfg.Seed, 0x1b873593)))
 	return h
+}
+
+// AddNFAcct creates an extended accounting object, as `nfacct add NAME`
+// does on a node; rules may name it with -m nfacct once it exists.
+func (h *Host) AddNFAcct(name string) error {
+	if name == "" || len(name) > maxNFAcctNameLen {
+		return fmt.Errorf("%w: nfacct object name %q must have 1 to %d characters", ErrBadValue, name, maxNFAcctNameLen)
+	}
+	if h.nfacct == nil {
+		h.nfacct = map[string]*Counters{}
+	}
+	if h.nfacct[name] != nil {
+		return fmt.Errorf("%w: nfacct object %q", ErrChainExists, name)
+	}
+	h.nfacct[name] = &Counters{}
+	return nil
+}
+
+// NFAcct returns the counters of accounting object name.
+func (h *Host) NFAcct(name string) (Counters, bool) {
+	if o := h.nfacct[name]; o != nil {
+		return *o, true
+	}
+	return Counters{}, false
 }
 
 // Sets returns the host's ipset registry, which the set match reads.
@@ -207,6 +236,17 @@ func (h *Host) Load(rs *Ruleset) error {
 			}
 		}
 	}
+	for _, t := range rs.Tables() {
+		for _, c := range t.Chains() {
+			for _, r := range c.Rules {
+				for _, m := range r.Matches {
+					if na, ok := m.(*NFAcctMatch); ok && h.nfacct[na.Name] == nil {
+						return fmt.Errorf("%w: nfacct object %q (RULE_APPEND failed (No such file or directory))", ErrNoSuchNFAcct, na.Name)
+					}
+				}
+			}
+		}
+	}
 	sets := setNames(rs)
 	for _, n := range sets {
 		if h.sets.Get(n) == nil {
@@ -227,7 +267,8 @@ func (h *Host) Load(rs *Ruleset) error {
 	return nil
 }
 
-// setNames lists the set each set match of rs names, once per rule.
+// setNames lists the sets the set matches and SET targets of rs name,
+// once per use.
 func setNames(rs *Ruleset) []string {
 	var out []string
 	for _, t := range rs.Tables() {
@@ -236,6 +277,13 @@ func setNames(rs *Ruleset) []string {
 				for _, m := range r.Matches {
 					if sm, ok := m.(*SetMatch); ok {
 						out = append(out, sm.Name)
+					}
+				}
+				if st, ok := r.Target.(*SetTarget); ok {
+					for _, n := range []string{st.Add.Name, st.Del.Name} {
+						if n != "" {
+							out = append(out, n)
+						}
 					}
 				}
 			}

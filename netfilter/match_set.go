@@ -21,6 +21,12 @@ type SetMatch struct {
 	// NoUpdateCounters and NoUpdateSubcounters are "! --update-counters"
 	// and "! --update-subcounters".
 	NoUpdateCounters, NoUpdateSubcounters bool
+	// PacketsOp and BytesOp are --packets-eq/-lt/-gt and --bytes-eq/-lt/-gt
+	// ("! --packets-eq" is CounterNE) against Packets and Bytes: the entry
+	// that would decide must have such counters (this packet included), or
+	// the lookup goes on past it. No effect on a set without counters.
+	PacketsOp, BytesOp ipset.CounterOp
+	Packets, Bytes     uint64
 }
 
 func init() {
@@ -67,7 +73,7 @@ func (m *SetMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	case "update-subcounters":
 		m.NoUpdateSubcounters = inv
 	default:
-		return fmt.Errorf("%w: set: counter comparison --%s", ErrUnsupported, opt)
+		return m.setCounter(opt, inv, args[0])
 	}
 	return nil
 }
@@ -113,18 +119,24 @@ func (m *SetMatch) appendOpts(b []byte, prefix string) []byte {
 		b = append(b, prefix...)
 		b = append(b, "update-subcounters"...)
 	}
+	b = appendCounterCmp(b, prefix, "packets-", m.PacketsOp, m.Packets)
+	b = appendCounterCmp(b, prefix, "bytes-", m.BytesOp, m.Bytes)
 	return b
 }
 
 func (m *SetMatch) appendSave(b []byte) []byte         { return m.appendOpts(b, "--") }
 func (m *SetMatch) appendList(b []byte, _ bool) []byte { return m.appendOpts(b, "") }
 
-// key reads the packet along the set's dimensions: addresses for IP and
-// net dimensions, the port (with the protocol) or the interface for the
-// second, as the kernel's set types do.
-func (m *SetMatch) key(s *ipset.Set, p *Packet) ipset.Key {
+// key reads the packet along the set's dimensions.
+func (m *SetMatch) key(s *ipset.Set, p *Packet) ipset.Key { return setKey(s, m.Dirs, p) }
+
+// setKey reads the packet along a set's dimensions, as the set match and
+// the SET target do: addresses for IP and net dimensions, the port (with
+// the protocol) or the interface for the second; dirs holds the src (true)
+// or dst (false) flag of each dimension.
+func setKey(s *ipset.Set, dirs []bool, p *Packet) ipset.Key {
 	var k ipset.Key
-	dir := func(i int) bool { return i < len(m.Dirs) && m.Dirs[i] }
+	dir := func(i int) bool { return i < len(dirs) && dirs[i] }
 	if s.TypeName() == "bitmap:port" {
 		k.Proto, k.Port = p.Proto, portOf(p, dir(0))
 		return k
@@ -134,7 +146,7 @@ func (m *SetMatch) key(s *ipset.Set, p *Packet) ipset.Key {
 	} else {
 		k.Addr = p.Dst
 	}
-	if len(m.Dirs) > 1 {
+	if len(dirs) > 1 {
 		k.Proto, k.Port = p.Proto, portOf(p, dir(1))
 		if dir(1) {
 			k.Iface = p.In
@@ -142,7 +154,7 @@ func (m *SetMatch) key(s *ipset.Set, p *Packet) ipset.Key {
 			k.Iface = p.Out
 		}
 	}
-	if len(m.Dirs) > 2 {
+	if len(dirs) > 2 {
 		if dir(2) {
 			k.Addr2 = p.Src
 		} else {
@@ -169,16 +181,11 @@ func (m *SetMatch) match(c *evalCtx) bool {
 	if s == nil {
 		return m.Invert
 	}
-	k := m.key(s, c.pkt)
-	var match, nomatch bool
-	now := c.host.clock.Now()
-	if m.NoUpdateCounters || c.host.explaining {
-		match, nomatch = s.Lookup(k, now)
-	} else {
-		match, nomatch = s.LookupCount(k, now, c.pkt.Length)
+	o := ipset.MatchOptions{
+		Dims: len(m.Dirs), Len: c.pkt.Length,
+		NoUpdate: m.NoUpdateCounters || c.host.explaining, NoUpdateSub: m.NoUpdateSubcounters || c.host.explaining,
+		ReturnNomatch: m.ReturnNomatch,
+		PacketsOp:     m.PacketsOp, BytesOp: m.BytesOp, Packets: m.Packets, Bytes: m.Bytes,
 	}
-	if m.ReturnNomatch && nomatch {
-		match = true
-	}
-	return match != m.Invert
+	return s.Match(m.key(s, c.pkt), c.host.clock.Now(), &o) != m.Invert
 }

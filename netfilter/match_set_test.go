@@ -57,3 +57,28 @@ func TestSetMatchParsePrint(t *testing.T) {
 	assert.ErrorIs(t, rs.Exec("-A INPUT -m set --match-set A foo"), ErrBadValue)
 	assert.ErrorIs(t, rs.Exec("-A INPUT -m set --match-set A src --match-set B dst"), ErrMultipleFlags)
 }
+
+// The SET target adds the packet to a set, which a later rule reads: the
+// classic "block who knocked" pattern.
+func TestSetTargetAddsAndDeletes(t *testing.T) {
+	h := testHost(t, "", HostConfig{})
+	require.NoError(t, h.Sets().Create("knocked", "hash:ip", false, "timeout", "60"))
+	require.NoError(t, h.Restore(IPv4, []byte(`*filter
+-A INPUT -m set --match-set knocked src -p tcp --dport 22 -j ACCEPT
+-A INPUT -p tcp --dport 22 -j DROP
+-A INPUT -p tcp --dport 1234 -j SET --add-set knocked src
+-A INPUT -p tcp --dport 4321 -j SET --del-set knocked src
+COMMIT
+`), RestoreOptions{}))
+	ssh := func() Disposition {
+		return h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 22, SYN)).Disposition
+	}
+	assert.Equal(t, Dropped, ssh())
+	h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 1234, SYN))
+	ok, err := h.Sets().Test("knocked", "192.168.10.2")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, Delivered, ssh())
+	h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 4321, SYN))
+	assert.Equal(t, Dropped, ssh())
+}

@@ -12,7 +12,33 @@ type instance struct {
 	mod       *module
 	b         builder
 	completed bool // a later "-m" of the same module took over its options
-	seen      map[string]bool
+	// seen has bit i set once option mod.opts[i] was given; options past
+	// the 64th share the last bit's slot in seenMore.
+	seen     uint64
+	seenMore map[string]bool
+}
+
+// markSeen records that o (an element of in.mod.opts) was given and
+// reports whether it had been given before.
+func (in *instance) markSeen(o *option) bool {
+	i := -1
+	for k := range in.mod.opts {
+		if &in.mod.opts[k] == o {
+			i = k
+			break
+		}
+	}
+	if i >= 0 && i < 64 {
+		had := in.seen&(1<<i) != 0
+		in.seen |= 1 << i
+		return had
+	}
+	if in.seenMore == nil {
+		in.seenMore = map[string]bool{}
+	}
+	had := in.seenMore[o.name]
+	in.seenMore[o.name] = true
+	return had
 }
 
 // ruleParser turns the rule-spec arguments of one command into a Rule.
@@ -23,10 +49,53 @@ type ruleParser struct {
 	target  *instance
 	jump    string // -j/-g argument when it is a chain, or a verdict
 	isGoto  bool
-	seen    map[string]bool // IP-spec options already given
-	srcs    []netip.Prefix  // -s with several comma-separated addresses
+	seen    ipOptSet       // IP-spec options already given
+	srcs    []netip.Prefix // -s with several comma-separated addresses
 	dsts    []netip.Prefix
 	counter *Counters // -c PKTS BYTES
+
+	// Inline storage: with the parser reused, a typical rule line needs no
+	// allocation for the bookkeeping below.
+	instBuf   [4]instance
+	instPtrs  [4]*instance
+	srcBuf    [1]netip.Prefix
+	dstBuf    [1]netip.Prefix
+	matchBuf  [3]Match
+	jumpBuf   JumpTarget
+	targetBuf instance
+}
+
+// ipOptSet records which IP-spec options ("-s", "-d", "-i", "-o", "-p",
+// "-f") a rule has given, so that a repeated one is refused.
+type ipOptSet uint8
+
+func ipOptBit(key string) ipOptSet {
+	switch key {
+	case "-s":
+		return 1
+	case "-d":
+		return 2
+	case "-i":
+		return 4
+	case "-o":
+		return 8
+	case "-p":
+		return 16
+	}
+	return 32 // "-f"
+}
+
+// newInstance returns a fresh module instance, from the inline storage
+// while it lasts.
+func (p *ruleParser) newInstance(m *module) *instance {
+	var in *instance
+	if n := len(p.matches); n < len(p.instBuf) {
+		in = &p.instBuf[n]
+	} else {
+		in = new(instance)
+	}
+	*in = instance{mod: m, b: m.newBuilder(&p.ctx)}
+	return in
 }
 
 // tokenError locates an error at an argument.
@@ -48,17 +117,49 @@ func atToken(tok string, err error) error {
 	return &tokenError{token: tok, err: err}
 }
 
-// parseRuleSpec parses args (everything after "-A CHAIN") into rules. More
-// than one rule results when -s or -d lists several addresses, as iptables
-// expands them.
-func parseRuleSpec(ctx ruleCtx, args []string) ([]*Rule, *Counters, error) {
-	p := &ruleParser{ctx: ctx, seen: map[string]bool{}}
+// parseRuleSpecWith parses args (everything after "-A CHAIN") into rules.
+// More than one rule results when -s or -d lists several addresses, as
+// iptables expands them. p, when not nil, is scratch space: iptables-restore
+// reuses one parser for every rule line.
+func parseRuleSpecWith(p *ruleParser, ctx ruleCtx, args []string) ([]*Rule, *Counters, error) {
+	if p == nil {
+		p = &ruleParser{}
+	}
+	*p = ruleParser{ctx: ctx}
 	p.ctx.ip = &p.rule.IP
+	p.matches = p.instPtrs[:0]
 	if err := p.parse(args); err != nil {
 		return nil, nil, err
 	}
 	if err := p.finish(); err != nil {
 		return nil, nil, err
+	}
+	if len(p.srcs) <= 1 && len(p.dsts) <= 1 {
+		// The common case: one rule, allocated together with its slot,
+		// its matches and its jump.
+		one := &struct {
+			r    Rule
+			list [1]*Rule
+			m    [len(p.matchBuf)]Match
+			jump JumpTarget
+		}{r: p.rule}
+		if len(p.rule.Matches) == 0 {
+			one.r.Matches = nil
+		} else if &p.rule.Matches[0] == &p.matchBuf[0] {
+			one.r.Matches = one.m[:copy(one.m[:], p.rule.Matches):len(p.rule.Matches)]
+		}
+		if p.rule.Target == &p.jumpBuf {
+			one.jump = p.jumpBuf
+			one.r.Target = &one.jump
+		}
+		if len(p.srcs) == 1 {
+			one.r.IP.Src = p.srcs[0]
+		}
+		if len(p.dsts) == 1 {
+			one.r.IP.Dst = p.dsts[0]
+		}
+		one.list[0] = &one.r
+		return one.list[:], p.counter, nil
 	}
 	srcs, dsts := p.srcs, p.dsts
 	if len(srcs) == 0 {
@@ -67,7 +168,16 @@ func parseRuleSpec(ctx ruleCtx, args []string) ([]*Rule, *Counters, error) {
 	if len(dsts) == 0 {
 		dsts = []netip.Prefix{{}}
 	}
-	var rules []*Rule
+	if len(p.rule.Matches) == 0 {
+		p.rule.Matches = nil
+	} else if &p.rule.Matches[0] == &p.matchBuf[0] {
+		p.rule.Matches = append([]Match(nil), p.rule.Matches...)
+	}
+	if p.rule.Target == &p.jumpBuf {
+		j := p.jumpBuf
+		p.rule.Target = &j
+	}
+	rules := make([]*Rule, 0, len(srcs)*len(dsts))
 	for _, s := range srcs {
 		for _, d := range dsts {
 			r := p.rule
@@ -201,10 +311,11 @@ func splitOption(tok string) (name, val string, hasVal bool) {
 }
 
 func (p *ruleParser) once(key string) error {
-	if p.seen[key] {
+	bit := ipOptBit(key)
+	if p.seen&bit != 0 {
 		return fmt.Errorf("%w: multiple %s flags not allowed", ErrMultipleFlags, key)
 	}
-	p.seen[key] = true
+	p.seen |= bit
 	return nil
 }
 
@@ -217,13 +328,21 @@ func (p *ruleParser) setAddr(name string, inv bool, v string) error {
 	if err := p.once(key); err != nil {
 		return err
 	}
-	var list []netip.Prefix
-	for _, part := range strings.Split(v, ",") {
+	list := p.dstBuf[:0]
+	if src {
+		list = p.srcBuf[:0]
+	}
+	for rest := v; ; {
+		part, more, found := strings.Cut(rest, ",")
 		pfx, err := parseAddrMask(p.ctx.family, part)
 		if err != nil {
 			return err
 		}
 		list = append(list, pfx)
+		if !found {
+			break
+		}
+		rest = more
 	}
 	if inv && list[0].Bits() == 0 {
 		// The kernel refuses a negated match-everything address (EINVAL).
@@ -388,7 +507,7 @@ func (p *ruleParser) loadMatch(m *module) error {
 			in.completed = true
 		}
 	}
-	p.matches = append(p.matches, &instance{mod: m, b: m.newBuilder(&p.ctx), seen: map[string]bool{}})
+	p.matches = append(p.matches, p.newInstance(m))
 	return nil
 }
 
@@ -403,7 +522,8 @@ func (p *ruleParser) setTarget(name string, isGoto bool) error {
 		if !m.allows(p.ctx.family) {
 			return fmt.Errorf("%w %q", ErrUnknownTarget, name)
 		}
-		p.target = &instance{mod: m, b: m.newBuilder(&p.ctx), seen: map[string]bool{}}
+		p.targetBuf = instance{mod: m, b: m.newBuilder(&p.ctx)}
+		p.target = &p.targetBuf
 		return nil
 	}
 	if supported, ok := builtinTargets[name]; ok {
@@ -466,11 +586,16 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 	if inv && !opt.invert {
 		return fmt.Errorf("%w: %s: option \"--%s\" cannot be inverted", ErrSyntax, dst.mod.name, opt.name)
 	}
-	if dst.seen[opt.name] {
+	if dst.markSeen(opt) {
 		return fmt.Errorf("%w: %s: option \"--%s\" can only be used once", ErrMultipleFlags, dst.mod.name, opt.name)
 	}
-	dst.seen[opt.name] = true
 	var vals []string
+	if opt.args == 1 && !hasVal && *i+1 < len(args) && args[*i+1] != "!" {
+		// One argument that is already a separate word: pass a view of
+		// args rather than a copy.
+		*i++
+		return dst.b.set(&p.ctx, opt.name, inv, args[*i:*i+1:*i+1])
+	}
 	for k := 0; k < opt.args; k++ {
 		if hasVal {
 			vals = append(vals, val)
@@ -522,6 +647,13 @@ func (p *ruleParser) finish() error {
 			}
 		}
 	}
+	switch {
+	case len(p.matches) <= len(p.matchBuf):
+		// Moved into the rule's own allocation by parseRuleSpecWith.
+		p.rule.Matches = p.matchBuf[:0]
+	default:
+		p.rule.Matches = make([]Match, 0, len(p.matches))
+	}
 	for _, in := range p.matches {
 		v, err := in.b.done(&p.ctx)
 		if err != nil {
@@ -545,7 +677,8 @@ func (p *ruleParser) finish() error {
 		case "RETURN":
 			p.rule.Target = Return
 		default:
-			p.rule.Target = &JumpTarget{Chain: p.jump, Goto: p.isGoto}
+			p.jumpBuf = JumpTarget{Chain: p.jump, Goto: p.isGoto}
+			p.rule.Target = &p.jumpBuf
 		}
 	}
 	return nil
@@ -560,6 +693,28 @@ var unmodelledTargets = map[string]bool{
 	"TCPOPTSTRIP": true, "TEE": true, "TOS": true, "TPROXY": true, "TTL": true, "ULOG": true,
 }
 
+// exactOption reports whether name is spelled out in full as an option of
+// iptables itself or of a module already loaded, the common case in which
+// expandAbbrev has nothing to resolve.
+func (p *ruleParser) exactOption(name string) bool {
+	for _, o := range mainLongOptions {
+		if o == name {
+			return true
+		}
+	}
+	if p.target != nil {
+		if _, ok := p.target.mod.lookup(name); ok {
+			return true
+		}
+	}
+	for _, in := range p.matches {
+		if _, ok := in.mod.lookup(name); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // mainLongOptions are iptables' own long options (not a module's).
 var mainLongOptions = []string{"source", "src", "destination", "dst", "in-interface", "out-interface",
 	"protocol", "fragment", "jump", "goto", "match", "set-counters"}
@@ -572,7 +727,7 @@ var mainLongOptions = []string{"source", "src", "destination", "dst", "in-interf
 // fails later as an unknown option.
 func (p *ruleParser) expandAbbrev(name string) string {
 	prefix := name[2:]
-	if prefix == "" {
+	if prefix == "" || p.exactOption(prefix) {
 		return name
 	}
 	type cand struct{ owner, canon string }

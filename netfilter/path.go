@@ -170,7 +170,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 	for _, id := range h.hookTables(hk) {
 		switch id {
 		case regTrack:
-			if !prog.conntrack || h.notrack || h.loopback {
+			if !prog.conntrack || h.notrack || h.loopback || h.attached {
 				continue
 			}
 			track := h.ct.Track
@@ -186,7 +186,9 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			h.cur = info
 			continue
 		case regConfirm:
-			if h.cur.Entry != nil && !h.cur.Entry.Confirmed() && !h.explaining {
+			// Only packets of the original direction confirm (a REJECT
+			// reply attached to a new connection does not).
+			if h.cur.Entry != nil && !h.cur.Entry.Confirmed() && h.cur.Dir == conntrack.Original && !h.explaining {
 				if err := h.ct.Confirm(h.cur.Entry); err != nil {
 					res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack clash"
 					h.where = Step{Hook: hk, Action: "CONNTRACK"}
@@ -200,7 +202,10 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			if t == nil || h.cur.Entry == nil {
 				continue
 			}
-			if !h.natApplies(hk) {
+			// ICMP errors RELATED to a connection are only translated
+			// (nf_nat_icmp_reply_translation); they never cross nat chains.
+			related := h.cur.State == conntrack.StateRelated && conntrack.IsICMPError(p.Proto, p.ICMPType)
+			if related || !h.natApplies(hk) {
 				h.translate(hk, p)
 				continue
 			}
@@ -229,8 +234,13 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			res.Disposition = Dropped
 			if c.rejected {
 				res.Verdict, res.Disposition = VerdictReject, Rejected
+				if c.reject == RejectTCPReset && !h.explaining {
+					h.ct.SetClosing(h.cur.Entry)
+				}
 				if e, ok := h.rejectReply(p, c.reject); ok {
-					res.Emitted = append(res.Emitted, e)
+					if out, ok := h.sendEmitted(e); ok {
+						res.Emitted = append(res.Emitted, out)
+					}
 				}
 			}
 			return false
@@ -336,7 +346,7 @@ func familyOf(a netip.Addr) Family {
 func (h *Host) walk(p *Packet, local bool) Result {
 	h.trace = h.trace[:0]
 	h.where = Step{}
-	h.cur, h.notrack, h.loopback = conntrack.Info{}, false, false
+	h.cur, h.notrack, h.loopback, h.attached = conntrack.Info{}, false, false, false
 	var res Result
 	finish := func() Result {
 		res.Packet = *p
@@ -509,4 +519,49 @@ func (h *Host) isLocal(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// sendEmitted sends a packet netfilter generated (a REJECT reply) out the
+// way the kernel does (nf_send_reset, icmp_send): through OUTPUT and
+// POSTROUTING, attached to the offending packet's connection as RELATED
+// (nf_ct_attach), so it is counted there and NATed as a reply. It returns
+// the packet as it leaves, or false when a rule dropped it or no route
+// leads back. The offending packet's walk state is kept.
+func (h *Host) sendEmitted(r Packet) (Packet, bool) {
+	saved := struct {
+		cur                         conntrack.Info
+		notrack, loopback, attached bool
+		where                       Step
+		trace                       int
+	}{h.cur, h.notrack, h.loopback, h.attached, h.where, len(h.trace)}
+	defer func() {
+		h.cur, h.notrack, h.loopback, h.attached, h.where = saved.cur, saved.notrack, saved.loopback, saved.attached, saved.where
+		// The kernel does not trace generated packets (they do not
+		// inherit nftrace); neither does the walk.
+		h.trace = h.trace[:saved.trace]
+	}()
+	if h.cur.Entry != nil {
+		dir := conntrack.Reply
+		if h.cur.Dir == conntrack.Reply {
+			dir = conntrack.Original
+		}
+		h.cur = conntrack.Info{Entry: h.cur.Entry, Dir: dir, State: conntrack.StateRelated}
+	}
+	h.attached = true
+	out, ok := h.route(r.Dst)
+	if routeFailure(out, ok) != "" {
+		return Packet{}, false
+	}
+	r.In, r.Out = "", out.Iface
+	var res Result
+	if !h.runHook(Output, &r, &res) {
+		return Packet{}, false
+	}
+	if out2, ok := h.route(r.Dst); ok {
+		r.Out = out2.Iface
+	}
+	if !h.runHook(Postrouting, &r, &res) {
+		return Packet{}, false
+	}
+	return r, true
 }

@@ -26,6 +26,15 @@ var protoNames = map[uint8]string{
 	140: "shim6", 141: "wesp", 142: "rohc", 143: "ethernet",
 }
 
+// protoNumbers is protoNames reversed, for parsing "-p NAME".
+var protoNumbers = func() map[string]uint8 {
+	m := make(map[string]uint8, len(protoNames))
+	for n, name := range protoNames {
+		m[name] = n
+	}
+	return m
+}()
+
 // protoAliases are the extra names iptables itself knows (xtables_chain_protos)
 // plus the /etc/protocols aliases users type.
 var protoAliases = map[string]uint8{
@@ -36,16 +45,18 @@ var protoAliases = map[string]uint8{
 // parseProto parses the argument of -p: a name or a number 0-255.
 // "all" and 0 mean any protocol.
 func parseProto(s string) (uint8, bool) {
-	if n, err := strconv.ParseUint(s, 10, 8); err == nil {
-		return uint8(n), true
+	// Only digits can be a number; the check saves ParseUint's error
+	// allocation for every "-p tcp".
+	if s != "" && s[0] >= '0' && s[0] <= '9' {
+		if n, err := strconv.ParseUint(s, 10, 8); err == nil {
+			return uint8(n), true
+		}
 	}
 	if p, ok := protoAliases[s]; ok {
 		return p, true
 	}
-	for n, name := range protoNames {
-		if name == s {
-			return n, true
-		}
+	if n, ok := protoNumbers[s]; ok {
+		return n, true
 	}
 	return 0, false
 }

@@ -1,10 +1,6 @@
 package netfilter
 
-import (
-	"net/netip"
-
-	"github.com/packetwalk/packetwalk/conntrack"
-)
+import "net/netip"
 
 // rejectKind is what REJECT asked for; the evaluator carries it to the
 // host, which builds the reply.
@@ -117,41 +113,5 @@ func (h *Host) rejectReply(p *Packet, k rejectKind) (Packet, bool) {
 		r.Inner = InnerHeader{Proto: p.Proto, Src: p.Src, Dst: p.Dst, SrcPort: p.SrcPort, DstPort: p.DstPort,
 			ICMPType: p.ICMPType, ICMPCode: p.ICMPCode, ICMPID: p.ICMPID}
 	}
-	h.unNATReply(&r)
 	return r, true
-}
-
-// unNATReply gives a REJECT reply the translation the kernel applies on
-// its way out: the reply is attached to the rejected packet's connection
-// (nf_ct_attach), so a reset is de-NATed like any reply and an ICMP error
-// like a RELATED one, outer and quoted headers alike.
-func (h *Host) unNATReply(r *Packet) {
-	e := h.cur.Entry
-	if e == nil {
-		return
-	}
-	dir := conntrack.Reply
-	if h.cur.Dir == conntrack.Reply {
-		dir = conntrack.Original
-	}
-	for _, k := range []conntrack.NATKind{conntrack.DNAT, conntrack.SNAT} {
-		if r.Proto == ProtoTCP {
-			if out, ok := e.Translate(k, dir, packetTuple(r)); ok {
-				r.Src, r.Dst, r.SrcPort, r.DstPort = out.Src, out.Dst, out.SrcPort, out.DstPort
-			}
-			continue
-		}
-		outer, inner, ok := e.TranslateRelated(k, dir, packetTuple(r), innerTuple(&r.Inner))
-		if !ok {
-			continue
-		}
-		r.Src, r.Dst = outer.Src, outer.Dst
-		in := &r.Inner
-		in.Src, in.Dst = inner.Src, inner.Dst
-		if hasPorts(in.Proto) {
-			in.SrcPort, in.DstPort = inner.SrcPort, inner.DstPort
-		} else if in.Proto == ProtoICMP || in.Proto == ProtoICMPv6 {
-			in.ICMPID = inner.SrcPort
-		}
-	}
 }

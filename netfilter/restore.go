@@ -1,7 +1,6 @@
 package netfilter
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -26,14 +25,18 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 	var (
 		cur     *Table
 		curLine int
-		origin  map[*Rule]int // input line of each rule, for load errors
+		origin  []ruleOrigin // input line of each rule, for load errors
 		lineNo  int
+		args    []string // reused for every line
+		scratch ruleParser
 	)
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
-	for sc.Scan() {
+	// One string for the whole input: lines and arguments are substrings
+	// of it, so a rule line costs no copy.
+	for text := string(data); text != ""; {
+		raw, rest, _ := strings.Cut(text, "\n")
+		text = rest
 		lineNo++
-		raw := sc.Text()
+		raw = strings.TrimSuffix(raw, "\r")
 		line := strings.TrimSpace(raw)
 		fail := func(err error) error { return toParseError(lineNo, raw, err) }
 		switch {
@@ -52,16 +55,17 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 			} else {
 				cur = newTable(id)
 			}
-			curLine, origin = lineNo, map[*Rule]int{}
+			curLine, origin = lineNo, origin[:0]
 		case line == "COMMIT":
 			if cur == nil {
 				return fail(fmt.Errorf("%w: COMMIT outside a table", ErrSyntax))
 			}
 			if err := cur.validate(rs.family); err != nil {
 				var re *ruleError
-				if errors.As(err, &re) && origin[re.rule] > 0 {
-					ln := origin[re.rule]
-					return toParseError(ln, lineText(data, ln), re.err)
+				if errors.As(err, &re) {
+					if ln := originOf(origin, re.rule); ln > 0 {
+						return toParseError(ln, lineText(data, ln), re.err)
+					}
 				}
 				return fail(err)
 			}
@@ -86,11 +90,11 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 				}
 				cnt, line = &c, strings.TrimSpace(line[end+1:])
 			}
-			args, err := splitArgs(line)
-			if err != nil {
+			var err error
+			if args, err = appendArgs(args[:0], line); err != nil {
 				return fail(err)
 			}
-			cmd, err := parseCommand(rs.family, cur.id, args, false)
+			cmd, err := parseCommandWith(&scratch, rs.family, cur.id, args, false)
 			if err != nil {
 				return fail(err)
 			}
@@ -101,17 +105,31 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 				return fail(err)
 			}
 			for _, r := range cmd.rules {
-				origin[r] = lineNo
+				origin = append(origin, ruleOrigin{r, lineNo})
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return toParseError(lineNo, "", fmt.Errorf("%w: %v", ErrSyntax, err))
 	}
 	if cur != nil {
 		return toParseError(lineNo, "", fmt.Errorf("%w: COMMIT expected at line %d (table %s)", ErrSyntax, lineNo+1, cur.id))
 	}
 	return nil
+}
+
+// ruleOrigin is the input line a rule came from.
+type ruleOrigin struct {
+	rule *Rule
+	line int
+}
+
+// originOf returns the input line of r, or 0. It is only needed for an
+// error, so a linear search is cheaper than a map kept for every rule.
+func originOf(o []ruleOrigin, r *Rule) int {
+	for _, x := range o {
+		if x.rule == r {
+			return x.line
+		}
+	}
+	return 0
 }
 
 func lineText(data []byte, n int) string {

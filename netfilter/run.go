@@ -10,8 +10,24 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 	stack := t.stack
 	sp := 0
 	p := c.pkt
+	ex := h.oracle
+	if ex != nil {
+		if s := ex.enterTable(c, stack); s != nil {
+			// Resume a previous path at its branch point (Explain).
+			ct := c.ct
+			*c = s.ctx
+			c.pkt, c.ct = p, ct
+			*p = s.pkt
+			pc, sp = s.pc, copy(stack, s.stack)
+		}
+	}
 	for {
 		r := &t.rules[pc]
+		if r.disp != nil && !t.linear {
+			// Skip the rules of an indexed run that cannot match.
+			pc = r.disp.next(p, pc)
+			r = &t.rules[pc]
+		}
 		if r.end {
 			if r.chain.builtin || sp == 0 {
 				// A built-in chain's end, or a user chain reached by goto
@@ -21,7 +37,9 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 					base.chain.Counters.Packets++
 					base.chain.Counters.Bytes += uint64(p.Length)
 				}
-				h.traceStep(c, base, "POLICY:"+base.policy.String())
+				if h.Tracing { // the concatenation would allocate
+					h.traceStep(c, base, "POLICY:"+base.policy.String())
+				}
 				if base.policy == PolicyDrop {
 					h.decide(c, base)
 					return vDrop
@@ -32,6 +50,9 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 			sp--
 			pc = stack[sp]
 			continue
+		}
+		if ex != nil {
+			ex.run.pc, ex.run.sp = pc, sp
 		}
 		if !r.matchIP(p) || !h.runMatches(r, c) {
 			if c.hotdrop {
@@ -49,6 +70,9 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 		if r.apply != nil {
 			c.rule = r
 			kind = r.apply.apply(c)
+			if ex != nil && !pureTarget(r.apply) {
+				ex.run.clean = false
+			}
 		}
 		switch kind {
 		case vContinue:
@@ -77,12 +101,16 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 			sp--
 			pc = stack[sp]
 		case vJump:
-			h.traceStep(c, r, "JUMP:"+r.rule.Target.Name())
+			if h.Tracing { // the concatenation would allocate
+				h.traceStep(c, r, "JUMP:"+r.rule.Target.Name())
+			}
 			stack[sp] = pc + 1
 			sp++
 			pc = r.jump
 		case vGoto:
-			h.traceStep(c, r, "GOTO:"+r.rule.Target.Name())
+			if h.Tracing { // the concatenation would allocate
+				h.traceStep(c, r, "GOTO:"+r.rule.Target.Name())
+			}
 			pc = r.jump
 		}
 	}

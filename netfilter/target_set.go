@@ -14,9 +14,9 @@ type SetRef struct {
 }
 
 // SetTarget is "-j SET": it adds the packet to one set and/or deletes it
-// from another, and continues with the next rule. The sets are not
-// changed yet: the effect comes with the ipset integration, and until then
-// the target only counts. --map-set is refused.
+// from another in the host's registry, and continues with the next rule.
+// Like xt_SET it ignores failures (a full set, an element already there
+// without --exist). --map-set is refused.
 type SetTarget struct {
 	Add, Del SetRef // an empty Name means not given
 	// Exist (--exist) refreshes the timeout of an entry already present.
@@ -132,4 +132,23 @@ func (t *SetTarget) appendOpts(b []byte, prefix string) []byte {
 func (t *SetTarget) appendSave(b []byte) []byte         { return t.appendOpts(b, " --") }
 func (t *SetTarget) appendList(b []byte, _ bool) []byte { return t.appendOpts(b, " ") }
 
-func (t *SetTarget) apply(*evalCtx) verdict { return vContinue }
+func (t *SetTarget) apply(c *evalCtx) verdict {
+	if c.host.explaining {
+		return vContinue
+	}
+	if t.Add.Name != "" {
+		if s := c.host.sets.Get(t.Add.Name); s != nil && len(t.Add.Dirs) >= s.Dimension() {
+			timeout := -1 // the set's default
+			if t.HasTimeout {
+				timeout = int(t.Timeout)
+			}
+			_ = s.AddPacket(setKey(s, t.Add.Dirs, c.pkt), c.pkt.Length, timeout, t.Exist)
+		}
+	}
+	if t.Del.Name != "" {
+		if s := c.host.sets.Get(t.Del.Name); s != nil && len(t.Del.Dirs) >= s.Dimension() {
+			_ = s.DelKey(setKey(s, t.Del.Dirs, c.pkt))
+		}
+	}
+	return vContinue
+}

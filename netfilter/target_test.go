@@ -242,7 +242,7 @@ func TestNotrackTargets(t *testing.T) {
 
 func TestContinueTargets(t *testing.T) {
 	for _, tg := range []applier{&LogTarget{Level: 4}, &NFLOGTarget{}, &TraceTarget{}, &SetTarget{Add: SetRef{Name: "S", Dirs: []bool{true}}}} {
-		c := &evalCtx{pkt: &Packet{Mark: 1}}
+		c := &evalCtx{pkt: &Packet{Mark: 1}, host: NewHost(HostConfig{})}
 		assert.Equal(t, vContinue, tg.apply(c))
 		assert.Equal(t, uint32(1), c.pkt.Mark)
 	}

@@ -19,8 +19,23 @@ func (e *ruleError) Unwrap() error { return e.err }
 // validate checks what the kernel checks when a table is replaced: every
 // jump names an existing user chain, no chain can reach itself, and every
 // match and target is used only in the tables and hooks it allows.
-func (t *Table) validate(f Family) error {
-	for _, c := range t.Chains() {
+func (t *Table) validate(f Family) error { return t.validateChains(f, t.Chains()) }
+
+// validateChains is validate with the chains already listed (compile
+// lists them too, and sorting 60k chain names is not free).
+func (t *Table) validateChains(f Family, chains []*Chain) error {
+	// Chains are numbered in listing order and the jumps kept as edges
+	// between numbers, so each jump's name is looked up once: a
+	// 10k-service kube-proxy table has some 60k chains and 70k jumps.
+	ord := make(map[*Chain]int32, len(chains))
+	for i, c := range chains {
+		ord[c] = int32(i)
+	}
+	edgeStart := make([]int32, len(chains)+1)
+	var edgeTo []int32
+	var edgeRule []*Rule
+	for i, c := range chains {
+		edgeStart[i] = int32(len(edgeTo))
 		for _, r := range c.Rules {
 			if j, ok := r.Target.(*JumpTarget); ok {
 				dst := t.chains[j.Chain]
@@ -30,65 +45,88 @@ func (t *Table) validate(f Family) error {
 				if dst.builtin {
 					return &ruleError{r, atToken(j.Chain, fmt.Errorf("%w: cannot jump to built-in chain %q", ErrNotAllowed, j.Chain))}
 				}
+				edgeTo = append(edgeTo, ord[dst])
+				edgeRule = append(edgeRule, r)
 			}
 		}
 	}
-	// Hooks reaching each chain, with loop detection by depth-first search.
-	reach := map[string]uint8{}
+	edgeStart[len(chains)] = int32(len(edgeTo))
+	// Loop detection by depth-first search.
 	const (
 		unvisited = iota
 		visiting
 		done
 	)
-	state := map[string]int{}
-	var visit func(c *Chain, path []string) error
-	visit = func(c *Chain, path []string) error {
-		switch state[c.Name] {
+	state := make([]uint8, len(chains))
+	var path []int32 // the chains being visited, shared by the recursion
+	// order lists the chains callees first (depth-first post-order).
+	order := make([]int32, 0, len(chains))
+	var visit func(c int32) error
+	visit = func(c int32) error {
+		switch state[c] {
 		case visiting:
-			i := slices.Index(path, c.Name)
-			return fmt.Errorf("%w: %s", ErrLoop, strings.Join(append(path[i:], c.Name), " -> "))
+			var names []string
+			for _, x := range path[slices.Index(path, c):] {
+				names = append(names, chains[x].Name)
+			}
+			return fmt.Errorf("%w: %s", ErrLoop, strings.Join(append(names, chains[c].Name), " -> "))
 		case done:
 			return nil
 		}
-		state[c.Name] = visiting
-		for _, r := range c.Rules {
-			if j, ok := r.Target.(*JumpTarget); ok {
-				if err := visit(t.chains[j.Chain], append(path, c.Name)); err != nil {
-					if _, ok := err.(*ruleError); ok {
-						return err
-					}
-					return &ruleError{r, err}
+		state[c] = visiting
+		path = append(path, c)
+		for e := edgeStart[c]; e < edgeStart[c+1]; e++ {
+			if err := visit(edgeTo[e]); err != nil {
+				if _, ok := err.(*ruleError); ok {
+					return err
 				}
+				return &ruleError{edgeRule[e], err}
 			}
 		}
-		state[c.Name] = done
+		path = path[:len(path)-1]
+		state[c] = done
+		order = append(order, c)
 		return nil
 	}
-	for _, c := range t.Chains() {
-		if err := visit(c, nil); err != nil {
+	for i := range chains {
+		if err := visit(int32(i)); err != nil {
 			return err
 		}
 	}
-	var spread func(c *Chain, mask uint8)
-	spread = func(c *Chain, mask uint8) {
-		if reach[c.Name]|mask == reach[c.Name] && reach[c.Name] != 0 {
-			return
-		}
-		reach[c.Name] |= mask
-		for _, r := range c.Rules {
-			if j, ok := r.Target.(*JumpTarget); ok {
-				spread(t.chains[j.Chain], mask)
+	// Hooks reaching each chain. The chains form a DAG: walking it callers
+	// first hands each chain's hooks to its callees in one pass.
+	reach := make([]uint8, len(chains))
+	for _, h := range tableHooks[t.id] {
+		reach[ord[t.chains[h.String()]]] |= 1 << h
+	}
+	for i := len(order) - 1; i >= 0; i-- {
+		c := order[i]
+		if mask := reach[c]; mask != 0 {
+			for e := edgeStart[c]; e < edgeStart[c+1]; e++ {
+				reach[edgeTo[e]] |= mask
 			}
 		}
 	}
-	for _, h := range tableHooks[t.id] {
-		spread(t.chains[h.String()], 1<<h)
+	// A table uses a handful of modules over and over: look each name up
+	// once.
+	var mods []*module
+	matchModule := func(name string) *module {
+		for _, m := range mods {
+			if m.name == name {
+				return m
+			}
+		}
+		m := matchModules[name]
+		if m != nil {
+			mods = append(mods, m)
+		}
+		return m
 	}
-	for _, c := range t.Chains() {
-		mask := reach[c.Name]
+	for i, c := range chains {
+		mask := reach[i]
 		for _, r := range c.Rules {
 			for _, m := range r.Matches {
-				if err := checkPlace(matchModules[m.Module()], t.id, mask); err != nil {
+				if err := checkPlace(matchModule(m.Module()), t.id, mask); err != nil {
 					return &ruleError{r, err}
 				}
 				if hc, ok := m.(hookChecker); ok {
@@ -101,7 +139,10 @@ func (t *Table) validate(f Family) error {
 				// iptables refuses DROP in the nat table.
 				return &ruleError{r, fmt.Errorf("%w: DROP is not allowed in the nat table", ErrNotAllowed)}
 			}
-			if r.Target != nil {
+			switch r.Target.(type) {
+			case nil, *JumpTarget, *VerdictTarget:
+				// Chains and verdicts are no extension.
+			default:
 				if mod := targetModules[r.Target.Name()]; mod != nil {
 					if err := checkPlace(mod, t.id, mask); err != nil {
 						return &ruleError{r, err}

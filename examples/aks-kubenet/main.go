@@ -146,9 +146,19 @@ type masqAgentConfig struct {
 // IP-MASQ-AGENT chain from the ConfigMap with `iptables-restore --noflush`
 // (declaring the chain flushes it).
 func syncMasqAgent(h *netfilter.Host, data string) error {
+	rules, err := masqAgentRules(data)
+	if err != nil {
+		return err
+	}
+	return h.Restore(netfilter.IPv4, rules, netfilter.RestoreOptions{NoFlush: true})
+}
+
+// masqAgentRules is the iptables-restore input ip-masq-agent writes for
+// the ConfigMap data.
+func masqAgentRules(data string) ([]byte, error) {
 	var cfg masqAgentConfig
 	if err := yaml.UnmarshalStrict([]byte(data), &cfg); err != nil {
-		return err
+		return nil, err
 	}
 	var b bytes.Buffer
 	b.WriteString("*nat\n:IP-MASQ-AGENT - [0:0]\n")
@@ -158,12 +168,12 @@ func syncMasqAgent(h *netfilter.Host, data string) error {
 	for _, c := range cfg.NonMasqueradeCIDRs {
 		p, err := netip.ParsePrefix(c)
 		if err != nil {
-			return fmt.Errorf("nonMasqueradeCIDRs: %w", err)
+			return nil, fmt.Errorf("nonMasqueradeCIDRs: %w", err)
 		}
 		fmt.Fprintf(&b, "-A IP-MASQ-AGENT -d %s -m comment --comment \"ip-masq-agent: local traffic is not subject to MASQUERADE\" -j RETURN\n", p)
 	}
 	b.WriteString(`-A IP-MASQ-AGENT -m comment --comment "ip-masq-agent: outbound traffic is subject to MASQUERADE (must be last in chain)" -j MASQUERADE` + "\nCOMMIT\n")
-	return h.Restore(netfilter.IPv4, b.Bytes(), netfilter.RestoreOptions{NoFlush: true})
+	return b.Bytes(), nil
 }
 
 // cniNode is vmss000000 of the Azure CNI cluster: the pods share the

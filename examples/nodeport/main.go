@@ -164,8 +164,24 @@ func run(w io.Writer) error {
 		fmt.Fprintf(w, "  p=%-4s %s -> %s out %s\n", o.Probability, story.Addr(curl(40000)), story.Addr(o.Result.Packet), o.Result.Packet.Out)
 	}
 
-	// Connections until one lands on each pod; each is walked to the pod
-	// and back.
+	if err := connections(w, s); err != nil {
+		return err
+	}
+
+	story.Title(w, "host1 after the walks")
+	for _, c := range []string{"KUBE-SERVICES", "KUBE-NODEPORTS", SvcChain, SEP1, SEP2} {
+		if err := story.NAT(w, s.host1, c); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	story.Conntrack(w, s.host1, "-p tcp --dport 30811", conntrack.Filter{Proto: netfilter.ProtoTCP, OrigDstPort: NodePort})
+	return nil
+}
+
+// connections opens connections until one lands on each pod; each is
+// walked to the pod and back.
+func connections(w io.Writer, s *scenario) error {
 	seen := map[netip.Addr]bool{}
 	for sport := 40000; len(seen) < 2 && sport < 40020; sport++ {
 		story.Title(w, "Connection from port %d: the SYN, client → host1 → pod", sport)
@@ -185,15 +201,6 @@ func run(w io.Writer) error {
 		story.Title(w, "The client's ACK completes the handshake")
 		s.net.Send("client", story.Reply(l.Result.Packet, netfilter.ACK))
 	}
-
-	story.Title(w, "host1 after the walks")
-	for _, c := range []string{"KUBE-SERVICES", "KUBE-NODEPORTS", SvcChain, SEP1, SEP2} {
-		if err := story.NAT(w, s.host1, c); err != nil {
-			return err
-		}
-		fmt.Fprintln(w)
-	}
-	story.Conntrack(w, s.host1, "-p tcp --dport 30811", conntrack.Filter{Proto: netfilter.ProtoTCP, OrigDstPort: NodePort})
 	return nil
 }
 

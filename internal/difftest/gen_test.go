@@ -348,6 +348,7 @@ type endpoint struct {
 // payload, SYN and FIN, and acknowledges what the other side sent.
 func assignSeqs(ps []genPacket) {
 	next := map[[2]endpoint]uint32{}
+	synEnd := map[[2]endpoint]uint32{} // the SYN's sequence + 1, per direction
 	for i := range ps {
 		p := &ps[i]
 		if p.Proto != "tcp" {
@@ -364,6 +365,18 @@ func assignSeqs(ps []genPacket) {
 		p.Seq = seq
 		if strings.Contains(p.Flags, "ACK") {
 			p.Ack = next[[2]endpoint{peer, me}]
+			if _, spoke := next[[2]endpoint{me, peer}]; !spoke && strings.Contains(p.Flags, "RST") {
+				// A reset answering a connection attempt acknowledges its
+				// SYN only, as a real stack does; the kernel checks that
+				// ack in SYN_SENT, which packetwalk's conntrack does not
+				// model (it tracks no TCP windows).
+				if end, ok := synEnd[[2]endpoint{peer, me}]; ok {
+					p.Ack = end
+				}
+			}
+		}
+		if strings.Contains(p.Flags, "SYN") && !strings.Contains(p.Flags, "ACK") {
+			synEnd[[2]endpoint{me, peer}] = seq + 1
 		}
 		adv := uint32(p.PayloadLen)
 		if strings.Contains(p.Flags, "SYN") {
@@ -372,7 +385,14 @@ func assignSeqs(ps []genPacket) {
 		if strings.Contains(p.Flags, "FIN") {
 			adv++
 		}
-		next[[2]endpoint{me, peer}] = seq + adv
+		// Before the peer has answered, the kernel takes nothing but the
+		// first segment of a side into its window (a second segment in
+		// SYN_SENT is INVALID and ignored), so later ones do not move
+		// what the peer acknowledges; packetwalk tracks no windows.
+		_, peerSpoke := next[[2]endpoint{peer, me}]
+		if !ok || peerSpoke {
+			next[[2]endpoint{me, peer}] = seq + adv
+		}
 	}
 }
 

@@ -121,6 +121,9 @@ func stackReply(p netfilter.Packet) (netfilter.Packet, bool) {
 			r.Length = min(hdr+8+p.Length, 576)
 			r.TOS = 0xc0
 		}
+		// The error quotes the datagram as the stack got it (after any
+		// DNAT); conntrack relates the error to its connection by it.
+		r.Inner = netfilter.InnerHeader{Proto: p.Proto, Src: p.Src, Dst: p.Dst, SrcPort: p.SrcPort, DstPort: p.DstPort}
 	case netfilter.ProtoICMP:
 		if p.ICMPType != 8 {
 			return r, false
@@ -146,14 +149,20 @@ type simOutcome struct {
 	Frames []string
 	// Notes describe the extra packets sent through OUTPUT.
 	Notes []string
+	// Out are the packets behind Frames, as they left the host.
+	Out []netfilter.Packet
 }
 
 // simRun sends p through h like the lab does, including the node's answers
 // and REJECT's replies through the OUTPUT path.
 func simRun(h *netfilter.Host, p genPacket) simOutcome {
+	return simRunPacket(h, p.From, p.simPacket())
+}
+
+// simRunPacket is simRun for a packet already in the simulator's terms.
+func simRunPacket(h *netfilter.Host, from Origin, sp netfilter.Packet) simOutcome {
 	var o simOutcome
-	sp := p.simPacket()
-	switch p.From {
+	switch from {
 	case FromClient:
 		sp.SrcMAC, sp.HasMAC = [6]byte(kerneltest.ClientMAC), true
 		o.Result = h.Receive("eth0", sp)
@@ -171,22 +180,16 @@ func simRun(h *netfilter.Host, p genPacket) simOutcome {
 			extra = append(extra, r)
 		}
 	case netfilter.Rejected:
-		extra = append(extra, o.Result.Emitted...)
+		// The host sends REJECT's replies through OUTPUT and POSTROUTING
+		// itself; Emitted holds them as they left.
+		for _, e := range o.Result.Emitted {
+			o.Notes = append(o.Notes, fmt.Sprintf("REJECT sends %s", keyOfSim(e, "?")))
+			o.addFrame(netfilter.Result{Disposition: netfilter.Sent, Packet: e})
+		}
 	}
 	for _, e := range extra {
-		before := h.Conntrack().Entries()
 		res := h.Send(e)
 		o.Notes = append(o.Notes, fmt.Sprintf("node sends %s -> %s", keyOfSim(e, "?"), res.Disposition))
-		if o.Result.Disposition == netfilter.Rejected {
-			// The kernel attaches REJECT's reply to the rejected packet's
-			// (unconfirmed) connection or finds it related: it never
-			// creates an entry of its own.
-			for _, en := range h.Conntrack().Entries() {
-				if !slices.Contains(before, en) {
-					h.Conntrack().Remove(en)
-				}
-			}
-		}
 		o.addFrame(res)
 	}
 	slices.Sort(o.Frames)
@@ -196,6 +199,9 @@ func simRun(h *netfilter.Host, p genPacket) simOutcome {
 func (o *simOutcome) addFrame(r netfilter.Result) {
 	if r.Disposition != netfilter.Forwarded && r.Disposition != netfilter.Sent {
 		return
+	}
+	if r.Packet.Out == "eth0" || r.Packet.Out == "eth1" {
+		o.Out = append(o.Out, r.Packet)
 	}
 	switch r.Packet.Out {
 	case "eth0":

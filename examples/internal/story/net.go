@@ -12,6 +12,9 @@ import (
 // its interfaces) receives what the host sends towards a prefix. It stands
 // for the cables, bridges and the cloud network between the hosts.
 type Net struct {
+	// OnHop, when set, is called with every hop of every Send, in order:
+	// the kernel-backed tests use it to replay what crossed a node.
+	OnHop func(Hop)
 	w     io.Writer
 	hosts map[string]*netfilter.Host
 	links map[string][]link
@@ -53,6 +56,7 @@ func (n *Net) Link(from, dst, to, iface string) {
 func (n *Net) Send(from string, p netfilter.Packet) []Hop {
 	r := Send(n.w, from, n.hosts[from], p)
 	hops := []Hop{{Host: from, In: p, Result: r}}
+	n.hop(hops[0])
 	for len(hops) < 8 {
 		last := hops[len(hops)-1]
 		if last.Result.Disposition != netfilter.Forwarded && last.Result.Disposition != netfilter.Sent {
@@ -66,8 +70,15 @@ func (n *Net) Send(from string, p netfilter.Packet) []Hop {
 		in := Wire(last.Result.Packet)
 		r := Receive(n.w, to, n.hosts[to], iface, in)
 		hops = append(hops, Hop{Host: to, Iface: iface, In: in, Result: r})
+		n.hop(hops[len(hops)-1])
 	}
 	return hops
+}
+
+func (n *Net) hop(h Hop) {
+	if n.OnHop != nil {
+		n.OnHop(h)
+	}
 }
 
 func (n *Net) next(from string, dst netip.Addr) (string, string, bool) {

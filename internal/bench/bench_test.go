@@ -1,0 +1,76 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// EnvLarge adds the 10,000-service cluster (about 170k rules, seconds to
+// build) to the benchmarks.
+const EnvLarge = "PACKETWALK_BENCH_10K"
+
+func sizes() []int {
+	if os.Getenv(EnvLarge) == "1" {
+		return []int{100, 1000, 10000}
+	}
+	return []int{100, 1000}
+}
+
+var setups = map[int]*Setup{}
+
+func setup(b *testing.B, n int) *Setup {
+	b.Helper()
+	if s := setups[n]; s != nil {
+		return s
+	}
+	s, err := New(n)
+	require.NoError(b, err)
+	setups[n] = s
+	return s
+}
+
+func forSizes(b *testing.B, f func(b *testing.B, s *Setup)) {
+	for _, n := range sizes() {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) { f(b, setup(b, n)) })
+	}
+}
+
+func BenchmarkLoad(b *testing.B) { forSizes(b, LoadBench) }
+
+func BenchmarkNewConnFirst(b *testing.B) {
+	forSizes(b, func(b *testing.B, s *Setup) { NewConnBench(b, s, 0) })
+}
+
+func BenchmarkNewConnLast(b *testing.B) {
+	forSizes(b, func(b *testing.B, s *Setup) { NewConnBench(b, s, s.Services-1) })
+}
+
+func BenchmarkEstablished(b *testing.B) { forSizes(b, EstablishedBench) }
+
+func BenchmarkExplain(b *testing.B) { forSizes(b, ExplainBench) }
+
+// TestSetup pins the cluster shape and that every service is reachable,
+// and that an established flow allocates nothing.
+func TestSetup(t *testing.T) {
+	s, err := New(100)
+	require.NoError(t, err)
+	assert.Greater(t, s.Rules, 100*15)
+	for _, svc := range []int{0, 50, 99} {
+		res := s.Host.Receive("eth0", SYN(svc, 2000))
+		require.Equal(t, netfilter.Forwarded, res.Disposition, res.Reason)
+		assert.True(t, PodsCIDR.Contains(res.Packet.Dst), "DNAT to %v", res.Packet.Dst)
+	}
+	ack, err := Establish(s, 3000)
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(100, func() {
+		if r := s.Host.Receive("eth0", ack); r.Disposition != netfilter.Forwarded {
+			t.Fatalf("ACK: %v (%s)", r.Disposition, r.Reason)
+		}
+	})
+	assert.Zero(t, allocs, "established flow allocates")
+}

@@ -1,0 +1,123 @@
+// Command benchtable prints packetwalk's performance on kube-proxy
+// rulesets of 100, 1,000 and 10,000 services × 5 endpoints as one table.
+// Run as root with PACKETWALK_KERNEL=1, it also measures the kernel on the
+// same rulesets in network namespaces it creates (iptables-restore time,
+// and the end-to-end cost of a bounded burst of new connections in the
+// internal/kerneltest lab) and prints the ratios side by side.
+//
+//	go run ./internal/bench/cmd/benchtable [-sizes 100,1000,10000] [-burst 1000]
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"text/tabwriter"
+
+	"github.com/packetwalk/packetwalk/internal/bench"
+)
+
+func main() {
+	sizes := flag.String("sizes", "100,1000,10000", "numbers of services, comma-separated")
+	burst := flag.Int("burst", 1000, "new connections per kernel burst")
+	flag.Parse()
+	var ns []int
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "benchtable: bad size %q\n", f)
+			os.Exit(2)
+		}
+		ns = append(ns, n)
+	}
+	kernel := os.Getenv("PACKETWALK_KERNEL") == "1"
+	if kernel && os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "benchtable: PACKETWALK_KERNEL=1 needs root")
+		os.Exit(1)
+	}
+	var rows []row
+	for _, n := range ns {
+		r, err := measure(n)
+		if err == nil && kernel {
+			r.k, err = measureKernel(r.setup, *burst)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "benchtable: %d services: %v\n", n, err)
+			os.Exit(1)
+		}
+		rows = append(rows, r)
+	}
+	printTable(rows, kernel)
+}
+
+type row struct {
+	setup                       *bench.Setup
+	loadSec, loadNsRule, allocB float64
+	heapB                       float64
+	first, last, est            float64 // ns per packet
+	estAllocs                   int64
+	explain                     float64 // ns
+	k                           kernelRow
+}
+
+func measure(n int) (row, error) {
+	s, err := bench.New(n)
+	if err != nil {
+		return row{}, err
+	}
+	r := row{setup: s}
+	load := testing.Benchmark(func(b *testing.B) { bench.LoadBench(b, s) })
+	r.loadSec = float64(load.NsPerOp()) / 1e9
+	r.loadNsRule, r.allocB = load.Extra["ns/rule"], load.Extra["B/rule"]
+	if r.heapB, err = bench.RetainedPerRule(s); err != nil {
+		return r, err
+	}
+	r.first = nsPerOp(testing.Benchmark(func(b *testing.B) { bench.NewConnBench(b, s, 0) }))
+	r.last = nsPerOp(testing.Benchmark(func(b *testing.B) { bench.NewConnBench(b, s, n-1) }))
+	est := testing.Benchmark(func(b *testing.B) { bench.EstablishedBench(b, s) })
+	r.est, r.estAllocs = nsPerOp(est), est.AllocsPerOp()
+	r.explain = nsPerOp(testing.Benchmark(func(b *testing.B) { bench.ExplainBench(b, s) }))
+	return r, nil
+}
+
+func nsPerOp(r testing.BenchmarkResult) float64 {
+	if r.N == 0 {
+		return 0
+	}
+	return float64(r.T.Nanoseconds()) / float64(r.N)
+}
+
+func rate(ns float64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fM", 1e3/ns)
+}
+
+func printTable(rows []row, kernel bool) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "services\trules\tload\tload/rule\talloc/rule\theap/rule\tnew conn first\tnew conn last\testablished\tallocs/est pkt\tExplain\t")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%d\t%d\t%.3f s\t%.0f ns\t%.0f B\t%.0f B\t%s pkt/s\t%s pkt/s\t%s pkt/s\t%d\t%.0f µs\t\n",
+			r.setup.Services, r.setup.Rules, r.loadSec, r.loadNsRule, r.allocB, r.heapB,
+			rate(r.first), rate(r.last), rate(r.est), r.estAllocs, r.explain/1e3)
+	}
+	w.Flush()
+	if !kernel {
+		fmt.Println("\n(kernel columns: run as root with PACKETWALK_KERNEL=1)")
+		return
+	}
+	fmt.Println()
+	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "services\tkernel restore\tpacketwalk load\tspeed-up\tkernel new conn first\tpacketwalk\tspeed-up\tkernel new conn last\tpacketwalk\tspeed-up\t")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%d\t%.3f s\t%.3f s\t%.1f×\t%.1f µs\t%.2f µs\t%.1f×\t%.1f µs\t%.2f µs\t%.1f×\t\n",
+			r.setup.Services, r.k.restoreSec, r.loadSec, r.k.restoreSec/r.loadSec,
+			r.k.firstNs/1e3, r.first/1e3, r.k.firstNs/r.first,
+			r.k.lastNs/1e3, r.last/1e3, r.k.lastNs/r.last)
+	}
+	w.Flush()
+}

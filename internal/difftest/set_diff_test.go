@@ -1,0 +1,181 @@
+package difftest
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+)
+
+// runSetCase is runCase for a set case: the sets are loaded before the
+// rules in both worlds, and after the packets the sets' members (with
+// their counters) are compared too.
+func runSetCase(lab *kerneltest.Lab, c setCase, st *caseStats) (caseResult, error) {
+	var res caseResult
+	h, setErr, simErr := loadSetCase(c)
+	if setErr != nil {
+		return res, fmt.Errorf("packetwalk refused the generated sets: %w", setErr)
+	}
+	kernErr := lab.ResetRuleset(kerneltest.Ruleset{IPSets: c.Sets, IPv4: c.Rules})
+	var ce *kerneltest.CommandError
+	if kernErr != nil && !errors.As(kernErr, &ce) {
+		return res, kernErr
+	}
+	switch {
+	case kernErr != nil && simErr != nil:
+		res.Skipped = true
+		return res, nil
+	case kernErr != nil:
+		res.Diffs = []string{"kernel refused the case, packetwalk loaded it: " + ce.Stderr}
+		return res, nil
+	case simErr != nil:
+		res.Diffs = []string{"packetwalk refused the ruleset, the kernel loaded it: " + simErr.Error()}
+		return res, nil
+	}
+	var tr strings.Builder
+	for i, p := range c.Packets {
+		obs, refused, err := kernelSend(lab, p)
+		if err != nil {
+			return res, fmt.Errorf("packet %d (%s): %w", i+1, p, err)
+		}
+		so := simRun(h, p)
+		kf := kernelFrames(obs)
+		st.disp[so.Result.Disposition].Add(1)
+		st.frames.Add(int64(len(kf)))
+		fmt.Fprintf(&tr, "packet %d %s\n  packetwalk: %s at %s; frames %q; %s\n  kernel: frames %q refused=%v\n",
+			i+1, p, so.Result.Disposition, whereString(so.Result.Where), so.Frames, strings.Join(so.Notes, "; "), kf, refused)
+		if strings.Join(kf, "\n") != strings.Join(so.Frames, "\n") {
+			res.Diffs = append(res.Diffs, fmt.Sprintf("packet %d: kernel frames %q, packetwalk frames %q", i+1, kf, so.Frames))
+		}
+		if p.From == FromNode && refused != (so.Result.Disposition == netfilter.Dropped) {
+			res.Diffs = append(res.Diffs, fmt.Sprintf("packet %d: kernel send refused=%v, packetwalk %s", i+1, refused, so.Result.Disposition))
+		}
+	}
+	var err error
+	if res.KernelCounters, err = lab.Counters(); err != nil {
+		return res, err
+	}
+	sc, err := simCounters(h, netfilter.IPv4)
+	if err != nil {
+		return res, fmt.Errorf("parse packetwalk save: %w", err)
+	}
+	res.Diffs = append(res.Diffs, compareCounters(res.KernelCounters, sc)...)
+	ksets, err := lab.Node().IPSet("save")
+	if err != nil {
+		return res, err
+	}
+	psets, err := h.Sets().AppendSave(nil)
+	if err != nil {
+		return res, err
+	}
+	res.Diffs = append(res.Diffs, compareSetSaves(ksets, string(psets))...)
+	if len(res.Diffs) > 0 {
+		ks, _, _ := lab.Node().Exec("", "iptables-save", "-c")
+		fmt.Fprintf(&tr, "kernel iptables-save -c:\n%s\npacketwalk:\n%s\nkernel ipset save:\n%s\npacketwalk ipset save:\n%s", ks,
+			h.Ruleset(netfilter.IPv4).AppendSave(nil, netfilter.SaveOptions{Counters: true}), ksets, psets)
+	}
+	res.Transcript = tr.String()
+	return res, nil
+}
+
+// compareSetSaves compares two `ipset save` outputs: create lines without
+// initval (kernel-random) and member lines as sets, timeouts within 2s.
+func compareSetSaves(kern, sim string) []string {
+	k, s := normSetSave(kern), normSetSave(sim)
+	var diffs []string
+	for line, kt := range k {
+		st, ok := s[line]
+		switch {
+		case !ok:
+			diffs = append(diffs, "ipset: only the kernel has "+line)
+		case kt >= 0 && (st < kt-2 || st > kt+2):
+			diffs = append(diffs, fmt.Sprintf("ipset: %s timeout: kernel %d, packetwalk %d", line, kt, st))
+		}
+	}
+	for line := range s {
+		if _, ok := k[line]; !ok {
+			diffs = append(diffs, "ipset: only packetwalk has "+line)
+		}
+	}
+	slices.Sort(diffs)
+	return diffs
+}
+
+// normSetSave maps each line (initval dropped, an entry's timeout value
+// replaced by "T") to its timeout, -1 when it has none.
+func normSetSave(save string) map[string]int {
+	out := map[string]int{}
+	for line := range strings.Lines(save) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		tmo := -1
+		var keep []string
+		for i := 0; i < len(f); i++ {
+			switch {
+			case f[0] == "create" && f[i] == "initval" && i+1 < len(f):
+				i++
+				continue
+			case f[0] == "add" && f[i] == "timeout" && i+1 < len(f):
+				tmo, _ = strconv.Atoi(f[i+1])
+				keep = append(keep, "timeout", "T")
+				i++
+				continue
+			}
+			keep = append(keep, f[i])
+		}
+		out[strings.Join(keep, " ")] = tmo
+	}
+	return out
+}
+
+// TestKernelSetDifferential runs random ipsets, rules using -m set and -j
+// SET, and packets through the kernel and packetwalk, and requires the same
+// outcome for every packet, the same rule counters and the same set members
+// and entry counters. PACKETWALK_SET_DIFF_CASES (default 1200) sets the
+// number of cases, PACKETWALK_DIFF_LABS (default 4) the labs in parallel.
+func TestKernelSetDifferential(t *testing.T) {
+	kerneltest.Require(t)
+	total := envInt("PACKETWALK_SET_DIFF_CASES", 1200)
+	labs := envInt("PACKETWALK_DIFF_LABS", 4)
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
+		require.NoError(t, flag.Set("rapid.checks", strconv.Itoa((total+labs-1)/labs)))
+	}
+	var ran, skipped atomic.Int64
+	var st caseStats
+	start := time.Now()
+	t.Run("labs", func(t *testing.T) {
+		for i := range labs {
+			t.Run(fmt.Sprintf("lab%d", i), func(t *testing.T) {
+				t.Parallel()
+				lab := kerneltest.NewLab(t, kerneltest.LabConfig{})
+				rapid.Check(t, func(rt *rapid.T) {
+					c := setCaseGen.Draw(rt, "case")
+					res, err := runSetCase(lab, c, &st)
+					if err != nil {
+						rt.Fatalf("harness: %v\n%s", err, c)
+					}
+					ran.Add(1)
+					if res.Skipped {
+						skipped.Add(1)
+					}
+					if len(res.Diffs) > 0 {
+						rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
+					}
+				})
+			})
+		}
+	})
+	t.Logf("%d set cases (%d refused by both) in %v; %s", ran.Load(), skipped.Load(), time.Since(start).Round(time.Millisecond), &st)
+}
