@@ -247,3 +247,23 @@ func TestStrings(t *testing.T) {
 		ICMPTuple(ip("1.2.3.4"), ip("5.6.7.8"), 8, 0, 9).String())
 	assert.True(t, errors.Is(&ParseError{Err: ErrSyntax}, ErrSyntax))
 }
+
+// REJECT --reject-with tcp-reset closes the connection it answers
+// (nf_ct_set_closing): CLOSE with the close timeout, confirmed entries
+// only. Seen in the NAT kernel-differential suite (kernel 6.18).
+func TestSetClosing(t *testing.T) {
+	tb, clk := newTestTable(t, Config{})
+	info := track(t, tb, tcpFacts("192.168.10.2:40000", "10.244.1.5:80", TCPSyn))
+	tb.SetClosing(info.Entry) // unconfirmed: untouched
+	require.Equal(t, TCPSynSent, info.Entry.TCPState)
+	require.NoError(t, tb.Confirm(info.Entry))
+	clk.Advance(time.Second)
+	tb.SetClosing(info.Entry)
+	require.Equal(t, TCPClose, info.Entry.TCPState)
+	require.Equal(t, 10*time.Second, info.Entry.Timeout(clk.Now()))
+	udp := track(t, tb, udpFacts("192.168.10.2:5000", "10.244.1.5:53"))
+	require.NoError(t, tb.Confirm(udp.Entry))
+	before := udp.Entry.Expires
+	tb.SetClosing(udp.Entry) // not TCP: untouched
+	require.Equal(t, before, udp.Entry.Expires)
+}
