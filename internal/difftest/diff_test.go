@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -180,37 +181,64 @@ func envInt(name string, def int) int {
 // labs run in parallel; -rapid.seed reproduces a run.
 func TestKernelDifferential(t *testing.T) {
 	kerneltest.Require(t)
-	total := envInt("PACKETWALK_DIFF_CASES", 2000)
-	labs := envInt("PACKETWALK_DIFF_LABS", 4)
-	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
-		require.NoError(t, flag.Set("rapid.checks", strconv.Itoa((total+labs-1)/labs)))
-	}
 	var ran, skipped atomic.Int64
 	var st caseStats
+	took := forEachLab(t, envInt("PACKETWALK_DIFF_CASES", 2000), func(t testing.TB) *kerneltest.Lab {
+		return kerneltest.NewLab(t, kerneltest.LabConfig{})
+	}, func(rt *rapid.T, lab *kerneltest.Lab) {
+		c := caseGen.Draw(rt, "case")
+		res, err := runCase(lab, c, &st)
+		if err != nil {
+			rt.Fatalf("harness: %v\n%s", err, c)
+		}
+		ran.Add(1)
+		if res.Skipped {
+			skipped.Add(1)
+		}
+		if len(res.Diffs) > 0 {
+			rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
+		}
+	})
+	t.Logf("%d cases (%d rulesets refused by both) in %v; %s", ran.Load(), skipped.Load(), took, &st)
+}
+
+// forEachLab checks cases in PACKETWALK_DIFF_LABS (default 4) labs in
+// parallel, total cases in all, each lab made by newLab; check draws a case
+// and fails on a divergence, which rapid shrinks and names by its seed.
+func forEachLab(t *testing.T, total int, newLab func(testing.TB) *kerneltest.Lab, check func(*rapid.T, *kerneltest.Lab)) time.Duration {
+	labs := envInt("PACKETWALK_DIFF_LABS", 4)
+	setChecks(t, (total+labs-1)/labs)
 	start := time.Now()
 	t.Run("labs", func(t *testing.T) {
 		for i := range labs {
 			t.Run(fmt.Sprintf("lab%d", i), func(t *testing.T) {
 				t.Parallel()
-				lab := kerneltest.NewLab(t, kerneltest.LabConfig{})
-				rapid.Check(t, func(rt *rapid.T) {
-					c := caseGen.Draw(rt, "case")
-					res, err := runCase(lab, c, &st)
-					if err != nil {
-						rt.Fatalf("harness: %v\n%s", err, c)
-					}
-					ran.Add(1)
-					if res.Skipped {
-						skipped.Add(1)
-					}
-					if len(res.Diffs) > 0 {
-						rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
-					}
-				})
+				lab := newLab(t)
+				rapid.Check(t, func(rt *rapid.T) { check(rt, lab) })
 			})
 		}
 	})
-	t.Logf("%d cases (%d rulesets refused by both) in %v; %s", ran.Load(), skipped.Load(), time.Since(start).Round(time.Millisecond), &st)
+	return time.Since(start).Round(time.Millisecond)
+}
+
+// checksGiven reports whether -rapid.checks was given on the command line;
+// it is read before any test changes the flag.
+var checksGiven = sync.OnceValue(func() bool {
+	f := flag.Lookup("rapid.checks")
+	return f != nil && f.Value.String() != f.DefValue
+})
+
+// setChecks makes rapid run n checks for the rest of test t (rapid reads a
+// global flag), unless -rapid.checks was given, and restores it afterwards
+// so other tests keep their own count.
+func setChecks(t *testing.T, n int) {
+	f := flag.Lookup("rapid.checks")
+	if f == nil || checksGiven() {
+		return
+	}
+	old := f.Value.String()
+	require.NoError(t, flag.Set("rapid.checks", strconv.Itoa(n)))
+	t.Cleanup(func() { _ = flag.Set("rapid.checks", old) })
 }
 
 func whereString(w netfilter.Step) string {

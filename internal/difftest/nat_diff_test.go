@@ -3,20 +3,16 @@ package difftest
 import (
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
-	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
 
@@ -469,44 +465,30 @@ func normalizeConntrack(lines []string) (out []string, masked int) {
 // 1,200 flows) and PACKETWALK_DIFF_LABS (default 4) size the run.
 func TestKernelNATDifferential(t *testing.T) {
 	kerneltest.Require(t)
-	total := envInt("PACKETWALK_NAT_CASES", 600)
-	labs := envInt("PACKETWALK_DIFF_LABS", 4)
-	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
-		require.NoError(t, flag.Set("rapid.checks", strconv.Itoa((total+labs-1)/labs)))
-	}
 	var cases, flows, pkts, skipped, masked, entries atomic.Int64
-	start := time.Now()
-	t.Run("labs", func(t *testing.T) {
-		for i := range labs {
-			t.Run(fmt.Sprintf("lab%d", i), func(t *testing.T) {
-				t.Parallel()
-				lab := newNATLab(t)
-				rapid.Check(t, func(rt *rapid.T) {
-					c := natCaseGen.Draw(rt, "case")
-					res, err := runNATCase(lab, c)
-					if err != nil {
-						rt.Fatalf("harness: %v\n%s", err, c)
-					}
-					cases.Add(1)
-					if res.Skipped {
-						skipped.Add(1)
-					} else {
-						flows.Add(int64(len(c.Flows)))
-						for _, f := range res.KernelFrames {
-							pkts.Add(int64(len(f)))
-						}
-						for _, k := range res.Kernel {
-							entries.Add(int64(len(k)))
-						}
-					}
-					masked.Add(int64(res.Masked))
-					if len(res.Diffs) > 0 {
-						rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
-					}
-				})
-			})
+	took := forEachLab(t, envInt("PACKETWALK_NAT_CASES", 600), newNATLab, func(rt *rapid.T, lab *kerneltest.Lab) {
+		c := natCaseGen.Draw(rt, "case")
+		res, err := runNATCase(lab, c)
+		if err != nil {
+			rt.Fatalf("harness: %v\n%s", err, c)
+		}
+		cases.Add(1)
+		if res.Skipped {
+			skipped.Add(1)
+		} else {
+			flows.Add(int64(len(c.Flows)))
+			for _, f := range res.KernelFrames {
+				pkts.Add(int64(len(f)))
+			}
+			for _, k := range res.Kernel {
+				entries.Add(int64(len(k)))
+			}
+		}
+		masked.Add(int64(res.Masked))
+		if len(res.Diffs) > 0 {
+			rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
 		}
 	})
 	t.Logf("%d cases (%d rulesets refused by both), %d flows, %d packets, %d conntrack lines compared (%d SNAT ports masked) in %v",
-		cases.Load(), skipped.Load(), flows.Load(), pkts.Load(), entries.Load(), masked.Load(), time.Since(start).Round(time.Millisecond))
+		cases.Load(), skipped.Load(), flows.Load(), pkts.Load(), entries.Load(), masked.Load(), took)
 }

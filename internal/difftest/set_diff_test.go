@@ -2,18 +2,15 @@ package difftest
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
-	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
 
@@ -147,35 +144,23 @@ func normSetSave(save string) map[string]int {
 // number of cases, PACKETWALK_DIFF_LABS (default 4) the labs in parallel.
 func TestKernelSetDifferential(t *testing.T) {
 	kerneltest.Require(t)
-	total := envInt("PACKETWALK_SET_DIFF_CASES", 1200)
-	labs := envInt("PACKETWALK_DIFF_LABS", 4)
-	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
-		require.NoError(t, flag.Set("rapid.checks", strconv.Itoa((total+labs-1)/labs)))
-	}
 	var ran, skipped atomic.Int64
 	var st caseStats
-	start := time.Now()
-	t.Run("labs", func(t *testing.T) {
-		for i := range labs {
-			t.Run(fmt.Sprintf("lab%d", i), func(t *testing.T) {
-				t.Parallel()
-				lab := kerneltest.NewLab(t, kerneltest.LabConfig{})
-				rapid.Check(t, func(rt *rapid.T) {
-					c := setCaseGen.Draw(rt, "case")
-					res, err := runSetCase(lab, c, &st)
-					if err != nil {
-						rt.Fatalf("harness: %v\n%s", err, c)
-					}
-					ran.Add(1)
-					if res.Skipped {
-						skipped.Add(1)
-					}
-					if len(res.Diffs) > 0 {
-						rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
-					}
-				})
-			})
+	took := forEachLab(t, envInt("PACKETWALK_SET_DIFF_CASES", 1200), func(t testing.TB) *kerneltest.Lab {
+		return kerneltest.NewLab(t, kerneltest.LabConfig{})
+	}, func(rt *rapid.T, lab *kerneltest.Lab) {
+		c := setCaseGen.Draw(rt, "case")
+		res, err := runSetCase(lab, c, &st)
+		if err != nil {
+			rt.Fatalf("harness: %v\n%s", err, c)
+		}
+		ran.Add(1)
+		if res.Skipped {
+			skipped.Add(1)
+		}
+		if len(res.Diffs) > 0 {
+			rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
 		}
 	})
-	t.Logf("%d set cases (%d refused by both) in %v; %s", ran.Load(), skipped.Load(), time.Since(start).Round(time.Millisecond), &st)
+	t.Logf("%d set cases (%d refused by both) in %v; %s", ran.Load(), skipped.Load(), took, &st)
 }
