@@ -117,27 +117,8 @@ func (r *Registry) Create(name, typeName string, exist bool, opts ...string) err
 	hasInitval, hasRange := false, false
 	for i := 0; i < len(opts); i++ {
 		o := opts[i]
-		val := func() (string, error) {
-			if i+1 >= len(opts) {
-				return "", syntaxError("Missing value for option %s", o)
-			}
-			i++
-			return opts[i], nil
-		}
-		num := func(max uint64) (uint64, error) {
-			v, err := val()
-			if err != nil {
-				return 0, err
-			}
-			n, perr := strconv.ParseUint(v, 0, 64)
-			if perr != nil {
-				return 0, syntaxError("'%s' is invalid as number", v)
-			}
-			if n > max {
-				return 0, syntaxError("'%s' is out of range 0-%d", v, max)
-			}
-			return n, nil
-		}
+		val := func() (string, error) { return optValue(opts, &i, o) }
+		num := func(max uint64) (uint64, error) { return optNumber(opts, &i, o, max) }
 		var err error
 		var n uint64
 		switch {
@@ -531,27 +512,8 @@ func (s *Set) parseAddOpts(opts []string) (*addOpts, error) {
 	o := &addOpts{}
 	for i := 0; i < len(opts); i++ {
 		tok := opts[i]
-		val := func() (string, error) {
-			if i+1 >= len(opts) {
-				return "", syntaxError("Missing value for option %s", tok)
-			}
-			i++
-			return opts[i], nil
-		}
-		num := func(max uint64) (uint64, error) {
-			v, err := val()
-			if err != nil {
-				return 0, err
-			}
-			n, perr := strconv.ParseUint(v, 0, 64)
-			if perr != nil {
-				return 0, syntaxError("'%s' is invalid as number", v)
-			}
-			if n > max {
-				return 0, syntaxError("'%s' is out of range 0-%d", v, max)
-			}
-			return n, nil
-		}
+		val := func() (string, error) { return optValue(opts, &i, tok) }
+		num := func(max uint64) (uint64, error) { return optNumber(opts, &i, tok, max) }
 		var err error
 		var n uint64
 		switch tok {
@@ -669,3 +631,29 @@ func (r *Registry) sets() []*Set {
 }
 
 func (r *Registry) String() string { return fmt.Sprintf("ipset.Registry(%d sets)", len(r.sets())) }
+
+// optValue returns the value after option name at opts[*i], advancing *i.
+func optValue(opts []string, i *int, name string) (string, error) {
+	if *i+1 >= len(opts) {
+		return "", syntaxError("Missing value for option %s", name)
+	}
+	*i++
+	return opts[*i], nil
+}
+
+// optNumber is optValue for a number from 0 to max, read as strtoull
+// with base 0 does.
+func optNumber(opts []string, i *int, name string, max uint64) (uint64, error) {
+	v, err := optValue(opts, i, name)
+	if err != nil {
+		return 0, err
+	}
+	n, perr := strconv.ParseUint(v, 0, 64)
+	if perr != nil {
+		return 0, syntaxError("'%s' is invalid as number", v)
+	}
+	if n > max {
+		return 0, syntaxError("'%s' is out of range 0-%d", v, max)
+	}
+	return n, nil
+}
