@@ -143,16 +143,9 @@ func (s *Set) eachHost(i int, txt string, k ekey, fn func(ekey) error) error {
 		lo, hi = p.Addr(), netipx.PrefixLastIP(p)
 	case strings.Contains(txt, "-") && s.family == 4:
 		as, bs, _ := strings.Cut(txt, "-")
-		a, err := s.parseAddr(as)
+		a, b, err := s.parseAddrRange(as, bs)
 		if err != nil {
 			return err
-		}
-		b, err := s.parseAddr(bs)
-		if err != nil {
-			return err
-		}
-		if b.Less(a) {
-			a, b = b, a
 		}
 		lo, hi = a, b
 	default:
@@ -414,4 +407,21 @@ func appendProtoPort(b []byte, proto uint8, port uint16) []byte {
 		return strconv.AppendUint(b, uint64(port&0xff), 10)
 	}
 	return strconv.AppendUint(b, uint64(port), 10)
+}
+
+// parseAddrRange parses the two ends of "A-B", swapped into order as ipset
+// does.
+func (s *Set) parseAddrRange(as, bs string) (netip.Addr, netip.Addr, error) {
+	a, err := s.parseAddr(as)
+	if err != nil {
+		return a, a, err
+	}
+	b, err := s.parseAddr(bs)
+	if err != nil {
+		return a, b, err
+	}
+	if b.Less(a) {
+		a, b = b, a
+	}
+	return a, b, nil
 }

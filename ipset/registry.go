@@ -288,16 +288,9 @@ func (s *Set) parseRange(v string) error {
 	if !ok {
 		return syntaxError("Missing range separator in %s", v)
 	}
-	a, err := s.parseAddr(as)
+	a, b, err := s.parseAddrRange(as, bs)
 	if err != nil {
 		return err
-	}
-	b, err := s.parseAddr(bs)
-	if err != nil {
-		return err
-	}
-	if b.Less(a) {
-		a, b = b, a
 	}
 	s.rangeLo, s.rangeHi = a, b
 	return nil
