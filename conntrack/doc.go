@@ -37,9 +37,12 @@
 //     a reply), ASSURED on the ACK that completes the handshake, immediate
 //     destruction of a connection whose only answer is a RST, SYN
 //     retransmissions that do not extend SYN_SENT, and reopening from
-//     TIME_WAIT. Sequence numbers and windows are not tracked, so window
-//     checks, retransmission counting and the RFC 5961 challenge-ACK cases
-//     are not modelled.
+//     TIME_WAIT. Sequence windows are tracked per direction (tcp_in_window,
+//     see window.go): segments outside them are INVALID or ignored, window
+//     scaling and SACK included, unless [Config.TCPBeLiberal] or the
+//     connection was picked up mid-stream (always liberal); RSTs are
+//     checked against the peer's acks; repeated ACKs, unacknowledged data
+//     and zero windows shorten timeouts to 300 s, as in the kernel.
 //   - UDP entries time out after 30 s; a flow still active more than 2 s
 //     after its first packet and replied to becomes ASSURED with 120 s. A
 //     single request/response is neither [UNREPLIED] nor [ASSURED].

@@ -33,7 +33,8 @@ func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 func ip(s string) netip.Addr     { return netip.MustParseAddr(s) }
 
 func tcpFacts(src, dst string, flags uint8) Facts {
-	return Facts{Tuple: TupleFrom(ProtoTCP, ap(src), ap(dst)), TCPFlags: flags, Len: 60}
+	// A real window: a zero one would shorten timeouts (tcpTimeout).
+	return Facts{Tuple: TupleFrom(ProtoTCP, ap(src), ap(dst)), TCPFlags: flags, Len: 60, Window: 64240}
 }
 
 func udpFacts(src, dst string) Facts {

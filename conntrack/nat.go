@@ -40,6 +40,11 @@ const (
 	// NATPersistent is --persistent: the address chosen from a range
 	// depends on the client address only.
 	NATPersistent
+	// NATOffset maps the port by its offset from NATRange.Base
+	// (PORT-PORT/BASE, kernel NF_NAT_RANGE_PROTO_OFFSET): MinPort +
+	// (original - Base) mod the range size, counted in 16 bits, then
+	// upwards while taken. It applies even to a port already in range.
+	NATOffset
 )
 
 // NATRange is the target of a binding (`--to-source A[-B][:P[-Q]]`).
@@ -50,6 +55,7 @@ type NATRange struct {
 	MinAddr, MaxAddr netip.Addr // MaxAddr invalid means MinAddr
 	MinPort, MaxPort uint16     // MaxPort 0 means MinPort
 	Flags            NATFlags
+	Base             uint16 // the base port of NATOffset
 }
 
 // SetupNAT records a NAT binding on a new, unconfirmed entry, as a nat
@@ -215,7 +221,7 @@ func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 	r.pickAddr(&tp, k)
 	if !randomAll {
 		if r.protoSpecified() {
-			if r.inRange(tp, k) && (r.MinPort == r.MaxPort || !t.used(tp, e)) {
+			if r.Flags&NATOffset == 0 && r.inRange(tp, k) && (r.MinPort == r.MaxPort || !t.used(tp, e)) {
 				return tp
 			}
 		} else if !t.used(tp, e) {
@@ -384,7 +390,10 @@ func (t *Table) uniquePort(tp *Tuple, r NATRange, k NATKind, e *Entry) {
 		return
 	}
 	var off uint16
-	if r.Flags&(NATRandom|NATRandomFully) != 0 || k != DNAT {
+	switch {
+	case r.Flags&NATOffset != 0 && r.protoSpecified():
+		off = *key - r.Base
+	case r.Flags&(NATRandom|NATRandomFully) != 0 || k != DNAT:
 		off = uint16(t.rng.Uint32())
 	}
 	attempts := min(size, 128)

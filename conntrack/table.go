@@ -44,6 +44,16 @@ type Config struct {
 	Max int
 	// TCPStrict disables mid-stream pickup (nf_conntrack_tcp_loose=0).
 	TCPStrict bool
+	// TCPBeLiberal accepts TCP segments outside the window instead of
+	// marking them INVALID (nf_conntrack_tcp_be_liberal=1).
+	TCPBeLiberal bool
+	// TCPMaxRetrans is how many identical ACKs in a row switch a
+	// connection to Timeouts.TCPMaxRetrans (nf_conntrack_tcp_max_retrans);
+	// zero means the kernel default, 3.
+	TCPMaxRetrans int
+	// TCPIgnoreInvalidRST lets a RST below the acknowledged sequence pass
+	// without INVALID (nf_conntrack_tcp_ignore_invalid_rst=1).
+	TCPIgnoreInvalidRST bool
 }
 
 // Table is a connection-tracking table for one network namespace.
@@ -61,9 +71,13 @@ type Table struct {
 	timeouts Timeouts
 	max      int
 	loose    bool
-	byTuple  map[Tuple]*Entry // both directions of every confirmed entry
-	bySrc    map[srcKey]*Entry
-	count    int
+	// TCP window tracking sysctls (see Config).
+	tcpLiberal          bool
+	tcpIgnoreInvalidRST bool
+	tcpMaxRetrans       uint8
+	byTuple             map[Tuple]*Entry // both directions of every confirmed entry
+	bySrc               map[srcKey]*Entry
+	count               int
 }
 
 // srcKey is the kernel's nat bysource key: original source and protocol.
@@ -90,8 +104,12 @@ func NewTable(cfg Config) *Table {
 		timeouts: cfg.Timeouts,
 		max:      cfg.Max,
 		loose:    !cfg.TCPStrict,
-		byTuple:  make(map[Tuple]*Entry),
-		bySrc:    make(map[srcKey]*Entry),
+		// The kernel compares a u8 counter with the sysctl.
+		tcpLiberal:          cfg.TCPBeLiberal,
+		tcpIgnoreInvalidRST: cfg.TCPIgnoreInvalidRST,
+		tcpMaxRetrans:       uint8(min(max(cfg.TCPMaxRetrans, 0), 255)),
+		byTuple:             make(map[Tuple]*Entry),
+		bySrc:               make(map[srcKey]*Entry),
 	}
 	if t.rng == nil {
 		t.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
@@ -101,6 +119,12 @@ func NewTable(cfg Config) *Table {
 	}
 	if t.max <= 0 {
 		t.max = DefaultMax
+	}
+	if cfg.TCPMaxRetrans == 0 {
+		t.tcpMaxRetrans = 3
+	}
+	if t.timeouts.TCPMaxRetrans == 0 {
+		t.timeouts.TCPMaxRetrans = DefaultTimeouts().TCPMaxRetrans
 	}
 	return t
 }
@@ -117,6 +141,28 @@ type Facts struct {
 	// Inner is, for an ICMP error, the tuple of the packet embedded in it,
 	// exactly as it appears inside the error. Ignored otherwise.
 	Inner Tuple
+
+	// The TCP fields below feed the sequence-window check.
+
+	// Seq, Ack and Window are the TCP header's sequence number,
+	// acknowledgement number and window field (unscaled).
+	Seq, Ack uint32
+	Window   uint16
+	// PayloadLen is the number of TCP payload bytes (IP length minus the
+	// IP and TCP headers).
+	PayloadLen int
+	// HasOptions says the TCP header carries options (data offset > 5);
+	// a SYN with options resets the options remembered for its side.
+	HasOptions bool
+	// WScale is the window scale option's shift, present if HasWScale.
+	WScale    uint8
+	HasWScale bool
+	// SACKPerm says the header carries the SACK-permitted option.
+	SACKPerm bool
+	// SACKEnd is the highest right edge among the SACK blocks, present if
+	// HasSACK.
+	SACKEnd uint32
+	HasSACK bool
 }
 
 // Len returns the number of confirmed entries, expired or not yet reaped.
@@ -209,6 +255,9 @@ func (t *Table) create(f Facts, now time.Time) (Info, error) {
 		ID:       t.rng.Uint32(),
 		udpStart: now,
 	}
+	if f.Proto == ProtoTCP {
+		e.tcp.initWindow(&f)
+	}
 	t.packet(e, Original, f, now)
 	return Info{Entry: e, Dir: Original, State: StateNew}, nil
 }
@@ -217,7 +266,7 @@ func (t *Table) create(f Facts, now time.Time) (Info, error) {
 func (t *Table) packet(e *Entry, dir Dir, f Facts, now time.Time) verdict {
 	switch {
 	case f.Proto == ProtoTCP:
-		return t.tcpPacket(e, dir, f.TCPFlags, f.Len)
+		return t.tcpPacket(e, dir, &f)
 	case f.Proto == ProtoUDP || f.Proto == 136: // UDP-Lite shares the UDP timeouts
 		if !e.Confirmed() {
 			e.udpStart = now
@@ -332,6 +381,12 @@ func (t *Table) Insert(e *Entry) error {
 	e.Status |= StatusConfirmed
 	if e.Use == 0 {
 		e.Use = 1
+	}
+	if e.Original.Proto == ProtoTCP && e.tcp.seen[Original].maxwin == 0 && e.tcp.seen[Reply].maxwin == 0 {
+		// A snapshot does not carry the windows: pick them up from the
+		// next segments and never judge them, as for a loose pickup.
+		e.tcp.seen[Original].flags |= seenLiberal | seenSACKPerm
+		e.tcp.seen[Reply].flags |= seenLiberal | seenSACKPerm
 	}
 	t.insert(e)
 	return nil

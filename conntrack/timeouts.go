@@ -1,6 +1,9 @@
 package conntrack
 
-import "time"
+import (
+	"reflect"
+	"time"
+)
 
 // Timeouts holds the per-protocol timeouts, named after the
 // net.netfilter.nf_conntrack_*_timeout* sysctls. [DefaultTimeouts] returns
@@ -15,16 +18,20 @@ type Timeouts struct {
 	TCPTimeWait    time.Duration // nf_conntrack_tcp_timeout_time_wait (120 s)
 	TCPClose       time.Duration // nf_conntrack_tcp_timeout_close (10 s)
 	TCPSynSent2    time.Duration // simultaneous open (120 s)
-	// TCPUnacknowledged (300 s) caps the timeout of a connection picked up
-	// mid-stream until it sees a reply. The kernel also applies it (and
-	// max_retrans, 300 s) when data stays unacknowledged; the model does
-	// not track sequence numbers, so that use is not modelled.
+	// TCPUnacknowledged (nf_conntrack_tcp_timeout_unacknowledged, 300 s)
+	// caps the timeout while data is unacknowledged in either direction,
+	// and of a connection picked up mid-stream until it sees a reply.
 	TCPUnacknowledged time.Duration
-	UDP               time.Duration // nf_conntrack_udp_timeout (30 s)
-	UDPStream         time.Duration // nf_conntrack_udp_timeout_stream (120 s)
-	ICMP              time.Duration // nf_conntrack_icmp_timeout (30 s)
-	ICMPv6            time.Duration // nf_conntrack_icmpv6_timeout (30 s)
-	Generic           time.Duration // nf_conntrack_generic_timeout (600 s)
+	// TCPMaxRetrans (nf_conntrack_tcp_timeout_max_retrans, 300 s) caps the
+	// timeout after Config.TCPMaxRetrans identical ACKs in a row, or while
+	// the last window advertised by a pure ACK is zero. Zero selects the
+	// default even when other fields are set.
+	TCPMaxRetrans time.Duration
+	UDP           time.Duration // nf_conntrack_udp_timeout (30 s)
+	UDPStream     time.Duration // nf_conntrack_udp_timeout_stream (120 s)
+	ICMP          time.Duration // nf_conntrack_icmp_timeout (30 s)
+	ICMPv6        time.Duration // nf_conntrack_icmpv6_timeout (30 s)
+	Generic       time.Duration // nf_conntrack_generic_timeout (600 s)
 }
 
 // DefaultTimeouts returns the kernel's default timeouts.
@@ -40,12 +47,27 @@ func DefaultTimeouts() Timeouts {
 		TCPClose:          10 * time.Second,
 		TCPSynSent2:       120 * time.Second,
 		TCPUnacknowledged: 300 * time.Second,
+		TCPMaxRetrans:     300 * time.Second,
 		UDP:               30 * time.Second,
 		UDPStream:         120 * time.Second,
 		ICMP:              30 * time.Second,
 		ICMPv6:            30 * time.Second,
 		Generic:           600 * time.Second,
 	}
+}
+
+// WithDefaults returns t with every zero field set to the kernel default,
+// so that a caller can change one sysctl and keep the others. It walks the
+// fields by reflection so that a timeout added later is covered too.
+func (t Timeouts) WithDefaults() Timeouts {
+	d := DefaultTimeouts()
+	tv, dv := reflect.ValueOf(&t).Elem(), reflect.ValueOf(d)
+	for i := range tv.NumField() {
+		if f := tv.Field(i); f.CanSet() && f.IsZero() {
+			f.Set(dv.Field(i))
+		}
+	}
+	return t
 }
 
 // tcp returns the timeout of TCP state s.

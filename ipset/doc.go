@@ -17,14 +17,18 @@
 //   - Adds are normalised to the prefix's network; CIDRs and ranges given to
 //     host types expand to host entries; port ranges expand.
 //
-// Member order: the kernel prints hash members in hash-bucket order, which is
-// random per set (initval). This package prints hash members in insertion
-// order and bitmap members in ascending order, so callers comparing with the
-// real tool must compare member lines as sets.
-//
-// "Size in memory" depends on kernel allocator details and is not modelled:
-// the printed figure is an estimate. The kernel also grows hashsize as a set
-// fills; this package keeps the hashsize given at creation.
+// Hash tables follow the kernel's (htable.go): an element's bucket is jhash2
+// of its stored bytes with the set's initval (printed by save and list; a
+// set created here draws it from the Registry's seeded source), buckets
+// grow and shrink two slots at a time, a userspace add into a bucket at
+// bucketsize doubles hashsize (the SET target's add fails instead), and
+// hash:net,iface raises bucketsize for many interfaces of one network. So
+// hash members print in the kernel's bucket order, bitmap members in
+// ascending order, and "Size in memory" (memsize.go) is the kernel's figure
+// for every type, family and extension. It stops being exact for sets with
+// timeouts once an entry has expired (the kernel's garbage collector runs
+// on its own clock and is modelled only where an add needs room), and
+// after a resize beyond 1024 buckets when per-region maxelem limits apply.
 //
 // A Registry is not safe for concurrent use.
 package ipset

@@ -36,8 +36,8 @@ add NETS 10.1.2.0/24
 	// 10.1.2.9 true
 	// 10.0.0.0/9 false
 	// create NETS hash:net family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x00000001
-	// add NETS 10.0.0.0/8
 	// add NETS 10.1.0.0/16 nomatch
+	// add NETS 10.0.0.0/8
 	// add NETS 10.1.2.0/24
 }
 

@@ -170,6 +170,17 @@ func (s *Set) eachHost(i int, txt string, k ekey, fn func(ekey) error) error {
 		if err := fn(k); err != nil {
 			return err
 		}
+		if s.typ.kind == kindBitmap && s.netmask != 0 {
+			// bitmap_ip_uadt steps by the block size from the unmasked
+			// start: 10.0.0.1-10.0.0.2 under netmask 31 adds only
+			// 10.0.0.0 (observed), where hash:ip adds 10.0.0.2 too.
+			next := uint64(addr4(a)) + 1<<uint(32-s.netmask)
+			if next > uint64(addr4(hi)) {
+				return nil
+			}
+			a = netip.AddrFrom4([4]byte{byte(next >> 24), byte(next >> 16), byte(next >> 8), byte(next)})
+			continue
+		}
 		// Step to the next netmask block.
 		if s.netmask != 0 {
 			a = netipx.PrefixLastIP(netip.PrefixFrom(a, s.netmask).Masked())

@@ -144,7 +144,10 @@ func (r *Registry) Create(name, typeName string, exist bool, opts ...string) err
 			}
 		case o == "bucketsize" && t.kind == kindHash:
 			if n, err = num(255); err == nil {
-				s.bucketsize = int(n)
+				// The kernel keeps it even, within 2..12 (observed: 1 -> 2,
+				// 3 -> 4, 200 -> 12).
+				s.bucketsize = min(max(int(n), ahashInitSize), ahashMaxSize)
+				s.bucketsize += s.bucketsize % 2
 			}
 		case o == "initval" && t.kind == kindHash:
 			if n, err = num(1<<32 - 1); err == nil {
@@ -202,6 +205,15 @@ func (r *Registry) Create(name, typeName string, exist bool, opts ...string) err
 			s.rangeLo = netip.PrefixFrom(s.rangeLo, s.netmask).Masked().Addr()
 			s.rangeHi = netipx.PrefixLastIP(netip.PrefixFrom(s.rangeHi, s.netmask).Masked())
 		}
+		if s.netmask != 0 {
+			// bitmap_ip_create: the masked range must start on the
+			// boundary of the smallest prefix covering it, and netmask
+			// must be longer than that prefix (one element is refused).
+			bits, mask := rangeToMask(addr4(s.rangeLo), addr4(s.rangeHi))
+			if (mask == 0 && (addr4(s.rangeLo) != 0 || addr4(s.rangeHi) != 0xffffffff)) || s.netmask <= bits {
+				return ErrOutOfRange
+			}
+		}
 		if bitmapCount(s.rangeLo, s.rangeHi, s.netmask) > 65536 {
 			return ErrRangeTooBig
 		}
@@ -210,6 +222,9 @@ func (r *Registry) Create(name, typeName string, exist bool, opts ...string) err
 		s.initval = r.rnd.Uint32()
 	}
 	s.entries = map[ekey]*entry{}
+	if t.kind == kindHash {
+		s.tbl = newHtable(s.hashsize)
+	}
 	if old := r.Get(name); old != nil {
 		if exist && old.sameAs(s) {
 			return nil
@@ -226,15 +241,35 @@ func (r *Registry) Create(name, typeName string, exist bool, opts ...string) err
 	return nil
 }
 
+// bitmapCount is how many elements a bitmap:ip allocates: every address
+// of the range, or with a netmask 2^(netmask - bits) for the prefix of
+// length bits covering the range (more than the range holds when it is
+// not a prefix itself, e.g. 4 for 10.0.0.0-10.0.0.47 netmask 28).
 func bitmapCount(lo, hi netip.Addr, netmask int) uint64 {
-	l, h := lo.As4(), hi.As4()
-	a := uint64(l[0])<<24 | uint64(l[1])<<16 | uint64(l[2])<<8 | uint64(l[3])
-	b := uint64(h[0])<<24 | uint64(h[1])<<16 | uint64(h[2])<<8 | uint64(h[3])
-	n := b - a + 1
-	if netmask != 0 {
-		n >>= uint(32 - netmask)
+	a, b := addr4(lo), addr4(hi)
+	if netmask == 0 {
+		return uint64(b) - uint64(a) + 1
 	}
-	return n
+	bits, _ := rangeToMask(a, b)
+	return 1 << uint(netmask-bits)
+}
+
+func addr4(a netip.Addr) uint32 {
+	x := a.As4()
+	return uint32(x[0])<<24 | uint32(x[1])<<16 | uint32(x[2])<<8 | uint32(x[3])
+}
+
+// rangeToMask is the kernel's range_to_mask: the longest mask under which
+// to falls back on from, and its length (0 with mask 0 when none does).
+func rangeToMask(from, to uint32) (bits int, mask uint32) {
+	mask, bits = 0xfffffffe, 32
+	for {
+		bits--
+		if bits <= 0 || mask == 0 || to&mask == from {
+			return bits, mask
+		}
+		mask <<= 1
+	}
 }
 
 func roundHashsize(n int) int {
@@ -341,6 +376,10 @@ func (r *Registry) Flush(name string) error {
 			s.order, s.dead = nil, 0
 			s.cidr1, s.cidr2 = [129]int{}, [129]int{}
 			s.lens1, s.lens2 = nil, nil
+			if s.typ.kind == kindHash {
+				// Flush frees the buckets; the table keeps its size.
+				s.tbl = htable{bits: s.tbl.bits, buckets: map[uint32]*hbucket{}}
+			}
 			if name != "" {
 				return nil
 			}

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -44,6 +45,7 @@ type setContent struct {
 	cidr2   [129]int
 	lens1   []uint8 // present prefix lengths, longest first
 	lens2   []uint8
+	tbl     htable // hash types: the kernel's bucket layout
 }
 
 // Name returns the set's name.
@@ -92,6 +94,7 @@ type addOpts struct {
 	skbqueue   uint16
 	before     string
 	after      string
+	kernel     bool // added by the SET target: a full bucket fails, no resize
 }
 
 func (s *Set) insertKey(k ekey, o *addOpts, exist bool) error {
@@ -105,35 +108,26 @@ func (s *Set) insertKey(k ekey, o *addOpts, exist bool) error {
 		s.applyOpts(e, o, now)
 		return nil
 	}
+	if s.typ.kind == kindHash {
+		return s.hashInsert(k, o, e, now)
+	}
 	if e != nil { // expired: replace
 		s.removeEntry(e)
-	}
-	// The kernel counts entries not yet garbage-collected, expired or not.
-	if s.typ.kind == kindHash && len(s.entries) >= s.maxelem {
-		if s.forceadd {
-			s.evictOne()
-		} else {
-			return ErrFull
-		}
 	}
 	if s.typ.kind == kindList && len(s.entries) >= s.size {
 		return ErrListFull
 	}
 	e = &entry{k: k}
 	s.applyOpts(e, o, now)
-	s.entries[k] = e
-	s.order = append(s.order, e)
-	s.countCIDR(k, 1)
+	s.addEntry(e)
 	return nil
 }
 
-func (s *Set) evictOne() {
-	for _, e := range s.order {
-		if !e.dead {
-			s.removeEntry(e)
-			return
-		}
-	}
+// addEntry books a placed entry in the lookup map and insertion order.
+func (s *Set) addEntry(e *entry) {
+	s.entries[e.k] = e
+	s.order = append(s.order, e)
+	s.countCIDR(e.k, 1)
 }
 
 func (s *Set) applyOpts(e *entry, o *addOpts, now time.Time) {
@@ -158,6 +152,14 @@ func (s *Set) applyOpts(e *entry, o *addOpts, now time.Time) {
 }
 
 func (s *Set) removeEntry(e *entry) {
+	s.dropEntry(e)
+	if s.typ.kind == kindHash {
+		s.hashDelete(e)
+	}
+}
+
+// dropEntry forgets e everywhere but in the hash table.
+func (s *Set) dropEntry(e *entry) {
 	delete(s.entries, e.k)
 	e.dead = true
 	s.dead++
@@ -218,6 +220,16 @@ func (s *Set) find(k ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) *e
 		a := k.a1
 		for _, l := range s.lens1 {
 			k.a1, k.c1 = netip.PrefixFrom(a, int(l)).Masked().Addr(), l
+			if s.isIface() {
+				// hash:net,iface stops at the first prefix where any
+				// entry has the address, whatever its interface (the
+				// kernel's "multi" count in mtype_test_cidrs).
+				e, seen := s.findNetIface(k, now, o)
+				if e != nil || seen {
+					return e
+				}
+				continue
+			}
 			if e := s.find(k, false, walk2, now, o); e != nil {
 				return e
 			}
@@ -234,24 +246,58 @@ func (s *Set) find(k ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) *e
 	return nil
 }
 
-// findIface resolves interface wildcards: exact name first, then wildcard
-// entries from the longest prefix of the name.
+// findIface looks up an exact key; in hash:net,iface it resolves the
+// interface as findNetIface does.
 func (s *Set) findIface(k ekey, now time.Time, o *MatchOptions) *entry {
+	if s.isIface() {
+		e, _ := s.findNetIface(k, now, o)
+		return e
+	}
 	if e := s.entries[k]; e != nil && !e.expired(now) && s.accept(o, e) {
 		return e
 	}
-	if len(s.typ.dims) < 2 || s.typ.dims[1] != dimIface || k.wildcard {
-		return nil
-	}
-	name := k.iface
-	k.wildcard = true
-	for i := len(name); i >= 0; i-- {
-		k.iface = name[:i]
-		if e := s.entries[k]; e != nil && !e.expired(now) && s.accept(o, e) {
-			return e
-		}
-	}
 	return nil
+}
+
+func (s *Set) isIface() bool { return len(s.typ.dims) > 1 && s.typ.dims[1] == dimIface }
+
+// findNetIface is the kernel's lookup of one prefix in hash:net,iface
+// (mtype_test_cidrs, kernel 6.18): the bucket the key hashes to (network,
+// prefix length and physdev flag; not the interface) is walked slot by
+// slot, the first entry with the physdev flag and the interface decides.
+// Names compare exactly unless the lookup key itself is a wildcard: a
+// stored "eth+" is never found by a packet's interface name, only by an
+// `ipset test` of "eth+" (observed). seen reports that the walk ended on
+// an entry with the network that was not taken for its interface (the
+// kernel's multi count): no shorter prefix is tried then. An entry taken
+// but rejected (expired, counters) resets that count.
+func (s *Set) findNetIface(k ekey, now time.Time, o *MatchOptions) (e *entry, seen bool) {
+	b := s.tbl.buckets[s.hkey(&k, s.tbl.bits)]
+	if b == nil {
+		return nil, false
+	}
+	multi := 0
+	for _, x := range b.slots {
+		if free(x) || x.k.a1 != k.a1 || x.k.c1 != k.c1 {
+			continue
+		}
+		multi++
+		if x.k.physdev != k.physdev {
+			continue
+		}
+		if k.wildcard {
+			if !strings.HasPrefix(k.iface, x.k.iface) {
+				continue
+			}
+		} else if x.k.iface != k.iface {
+			continue
+		}
+		if !x.expired(now) && s.accept(o, x) {
+			return x, true
+		}
+		multi = 0
+	}
+	return nil, multi > 0
 }
 
 // keyFromPacket converts a lookup Key into the stored element layout with
@@ -289,8 +335,13 @@ func (s *Set) keyFromPacket(pk Key) (ekey, bool) {
 			if pk.Proto != 0 && pk.Proto != protoTCP && pk.Proto != protoUDP {
 				return k, false
 			}
-			k.port = pk.Port
+			k.port = pk.PortFirst
 		case dimIface:
+			// The kernel refuses a packet without the interface the flag
+			// names (no input device in OUTPUT, no output in PREROUTING).
+			if pk.Iface == "" {
+				return k, false
+			}
 			k.iface, k.physdev = pk.Iface, pk.Physdev
 		}
 	}
@@ -374,6 +425,9 @@ func (s *Set) AddPacket(k Key, length, timeout int, exist bool) error {
 }
 
 func (s *Set) addKey(k Key, timeout int, exist bool, pkt *addOpts) error {
+	if k.Dims > 0 && k.Dims < s.Dimension() {
+		return ErrTypeMismatch
+	}
 	if s.typ.kind == kindList {
 		return s.reg.forMembers(s, func(m *Set) error { return m.addKey(k, timeout, exist, pkt) })
 	}
@@ -387,9 +441,10 @@ func (s *Set) addKey(k Key, timeout int, exist bool, pkt *addOpts) error {
 	if s.typ.kind == kindBitmap && !s.inBitmap(ek) {
 		return ErrOutOfRange
 	}
-	o := &addOpts{}
+	o := &addOpts{kernel: true}
 	if pkt != nil && s.counters {
 		*o = *pkt
+		o.kernel = true
 	}
 	if timeout >= 0 && s.hasTimeout {
 		o.timeout, o.hasTimeout = timeout, true
@@ -400,6 +455,9 @@ func (s *Set) addKey(k Key, timeout int, exist bool, pkt *addOpts) error {
 // DelKey deletes the element a packet key describes, as --del-set does:
 // a net dimension takes the longest prefix length present in the set.
 func (s *Set) DelKey(k Key) error {
+	if k.Dims > 0 && k.Dims < s.Dimension() {
+		return ErrTypeMismatch
+	}
 	if s.typ.kind == kindList {
 		return s.reg.forMembers(s, func(m *Set) error { return m.DelKey(k) })
 	}
@@ -500,6 +558,9 @@ func (s *Set) appendMember(b []byte, e *entry, now time.Time) []byte {
 // members returns live entries in print order: insertion order for hash
 // and list types, ascending for bitmaps.
 func (s *Set) members(now time.Time) []*entry {
+	if s.typ.kind == kindHash {
+		return s.hashMembers(now)
+	}
 	var out []*entry
 	for _, e := range s.order {
 		if !e.dead && !e.expired(now) {
@@ -567,9 +628,8 @@ func (s *Set) appendHeader(b []byte) []byte {
 	if s.skbinfo {
 		b = append(b, " skbinfo"...)
 	}
-	if s.forceadd {
-		b = append(b, " forceadd"...)
-	}
+	// forceadd is not printed: kernel 6.18 does not report it back to
+	// ipset 7.17 (list and save both omit it, observed).
 	if s.typ.kind == kindHash {
 		b = append(b, " bucketsize "...)
 		b = strconv.AppendInt(b, int64(s.bucketsize), 10)
@@ -581,16 +641,4 @@ func (s *Set) appendHeader(b []byte) []byte {
 		b = append(b, h...)
 	}
 	return b
-}
-
-// memSize is an estimate of "Size in memory"; the kernel's figure depends
-// on allocator details this package does not model.
-func (s *Set) memSize(n int) int {
-	switch s.typ.kind {
-	case kindBitmap:
-		return 96 + n*s.typ.elemSize
-	case kindList:
-		return 80 + n*s.typ.elemSize
-	}
-	return 200 + n*s.typ.elemSize
 }

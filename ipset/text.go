@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -61,7 +62,7 @@ func (r *Registry) List(w io.Writer, names ...string) error {
 		b = fmt.Appendf(b, "Name: %s\nType: %s\nRevision: %d\nHeader: ", s.name, s.typ.name, s.typ.revision)
 		b = s.appendHeader(b)
 		b = fmt.Appendf(b, "\nSize in memory: %d\nReferences: %d\nNumber of entries: %d\nMembers:\n",
-			s.memSize(len(ms)), s.refs, len(ms))
+			s.memSize(ms), s.refs, len(ms))
 		for _, e := range ms {
 			b = s.appendMember(b, e, now)
 			b = append(b, '\n')
@@ -105,8 +106,8 @@ type RestoreOptions struct {
 }
 
 // Restore runs `ipset restore` text: create, add, del, test, flush,
-// destroy, swap and rename lines, with optional leading `-exist`/`-!` per
-// line. Blank lines and '#' comments are skipped. Like the tool it is not
+// destroy, swap and rename lines. A `-exist`/`-!` on a line is accepted
+// and, as in ipset 7.17, has no effect; opt.Exist is the tool's option. Blank lines and '#' comments are skipped. Like the tool it is not
 // atomic: lines before a failing one stay applied. The error is a
 // *ParseError naming the line and token.
 func (r *Registry) Restore(data []byte, opt RestoreOptions) error {
@@ -117,6 +118,12 @@ func (r *Registry) Restore(data []byte, opt RestoreOptions) error {
 			return &ParseError{Line: n, Text: string(line), Err: err}
 		}
 		if len(toks) == 0 || strings.HasPrefix(toks[0], "#") {
+			continue
+		}
+		// ipset 7.17 accepts -exist/-! anywhere on a restore line but
+		// ignores it: only `ipset -exist restore` (opt.Exist) applies.
+		toks = slices.DeleteFunc(toks, func(t string) bool { return t == "-exist" || t == "-!" })
+		if len(toks) == 0 {
 			continue
 		}
 		if err := r.Exec(toks, opt.Exist); err != nil {

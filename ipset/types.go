@@ -33,22 +33,21 @@ type typeInfo struct {
 	nomatch  bool // nomatch entries allowed
 	inet6    bool // family inet6 allowed
 	netmask  bool // create option netmask allowed
-	elemSize int  // rough per-entry bytes for the Size in memory estimate
 }
 
 // setTypes holds the revisions ipset 7.17 prints on kernel 6.18.
 var setTypes = map[string]*typeInfo{
-	"hash:ip":         {name: "hash:ip", revision: 6, dims: []dimKind{dimIP}, inet6: true, netmask: true, elemSize: 40},
-	"hash:net":        {name: "hash:net", revision: 7, dims: []dimKind{dimNet}, nomatch: true, inet6: true, elemSize: 48},
-	"hash:ip,port":    {name: "hash:ip,port", revision: 7, dims: []dimKind{dimIP, dimPort}, inet6: true, elemSize: 48},
-	"hash:net,port":   {name: "hash:net,port", revision: 8, dims: []dimKind{dimNet, dimPort}, nomatch: true, inet6: true, elemSize: 56},
-	"hash:ip,port,ip": {name: "hash:ip,port,ip", revision: 6, dims: []dimKind{dimIP, dimPort, dimHost}, inet6: true, elemSize: 56},
+	"hash:ip":         {name: "hash:ip", revision: 6, dims: []dimKind{dimIP}, inet6: true, netmask: true},
+	"hash:net":        {name: "hash:net", revision: 7, dims: []dimKind{dimNet}, nomatch: true, inet6: true},
+	"hash:ip,port":    {name: "hash:ip,port", revision: 7, dims: []dimKind{dimIP, dimPort}, inet6: true},
+	"hash:net,port":   {name: "hash:net,port", revision: 8, dims: []dimKind{dimNet, dimPort}, nomatch: true, inet6: true},
+	"hash:ip,port,ip": {name: "hash:ip,port,ip", revision: 6, dims: []dimKind{dimIP, dimPort, dimHost}, inet6: true},
 	"hash:ip,port,net": {name: "hash:ip,port,net", revision: 8, dims: []dimKind{dimIP, dimPort, dimNet},
-		nomatch: true, inet6: true, elemSize: 64},
-	"hash:net,iface": {name: "hash:net,iface", revision: 8, dims: []dimKind{dimNet, dimIface}, nomatch: true, inet6: true, elemSize: 64},
-	"bitmap:ip":      {name: "bitmap:ip", revision: 3, kind: kindBitmap, dims: []dimKind{dimIP}, netmask: true, elemSize: 8},
-	"bitmap:port":    {name: "bitmap:port", revision: 3, kind: kindBitmap, dims: []dimKind{dimBPort}, elemSize: 8},
-	"list:set":       {name: "list:set", revision: 3, kind: kindList, dims: []dimKind{dimName}, elemSize: 32},
+		nomatch: true, inet6: true},
+	"hash:net,iface": {name: "hash:net,iface", revision: 8, dims: []dimKind{dimNet, dimIface}, nomatch: true, inet6: true},
+	"bitmap:ip":      {name: "bitmap:ip", revision: 3, kind: kindBitmap, dims: []dimKind{dimIP}, netmask: true},
+	"bitmap:port":    {name: "bitmap:port", revision: 3, kind: kindBitmap, dims: []dimKind{dimBPort}},
+	"list:set":       {name: "list:set", revision: 3, kind: kindList, dims: []dimKind{dimName}},
 }
 
 // refusedTypes exist in ipset 7.17 but the modelled kernel lacks them, or
@@ -90,12 +89,20 @@ type entry struct {
 // ignored. For ICMP and ICMPv6, Port carries type<<8 | code; for protocols
 // without ports it is treated as 0.
 type Key struct {
-	Addr    netip.Addr // first dimension (src or dst as the match chose)
-	Addr2   netip.Addr // third dimension of hash:ip,port,ip / hash:ip,port,net
-	Proto   uint8
-	Port    uint16
-	Iface   string
-	Physdev bool
+	Addr  netip.Addr // first dimension (src or dst as the match chose)
+	Addr2 netip.Addr // third dimension of hash:ip,port,ip / hash:ip,port,net
+	Proto uint8
+	Port  uint16 // second dimension's port (src or dst as the match chose)
+	// PortFirst is the port read along the first flag: bitmap:port's only
+	// dimension. A list:set hands one key to members of every type, so the
+	// first flag's port and the second flag's port both travel in it.
+	PortFirst uint16
+	Iface     string
+	Physdev   bool
+	// Dims is how many src/dst flags the rule gave, 0 for no limit. A set
+	// (or a list:set member) of a higher dimension is neither added to
+	// nor deleted from (kernel ip_set_add/ip_set_del: type mismatch).
+	Dims int
 }
 
 // ICMPPort packs an ICMP type and code the way Key.Port carries them.

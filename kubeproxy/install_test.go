@@ -2,11 +2,13 @@ package kubeproxy
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 // layoutCases are the generator variants every random cluster is written in.
@@ -119,4 +121,26 @@ func TestInstallCreatesNFAcctCounters(t *testing.T) {
 	require.NoError(t, Install(h, data))
 	_, ok := h.NFAcct("ct_state_invalid_dropped_pkts")
 	assert.True(t, ok)
+}
+
+// tokenFamily's shortcut agrees with parsing on every address form a rule
+// names: addresses, prefixes, address:port and ranges, IPv4 and IPv6.
+func TestTokenFamilyAgreesWithParsing(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var b [16]byte
+		for i := range b {
+			b[i] = rapid.Byte().Draw(t, "b")
+		}
+		a := netip.AddrFrom16(b)
+		if rapid.Bool().Draw(t, "v4") {
+			a = netip.AddrFrom4([4]byte(b[:4]))
+		}
+		forms := []string{a.String(), netip.PrefixFrom(a, rapid.IntRange(0, a.BitLen()).Draw(t, "bits")).String(),
+			netip.AddrPortFrom(a, rapid.Uint16().Draw(t, "port")).String(), a.String() + "-" + a.String()}
+		for _, s := range forms {
+			if got, want := tokenFamily([]byte(s)), addrFamily(s); got != want {
+				t.Fatalf("%q: tokenFamily %d, addrFamily %d", s, got, want)
+			}
+		}
+	})
 }

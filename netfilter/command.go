@@ -239,7 +239,7 @@ func (cmd *command) apply(t *Table, withCounters bool) error {
 			return t.DeleteChain(cmd.chain)
 		}
 		// Without a name, every user chain goes; they must all be empty.
-		for _, c := range t.Chains() {
+		for _, c := range t.chainList() {
 			if !c.builtin && len(c.Rules) > 0 {
 				return fmt.Errorf("%w: %q", ErrChainNotEmpty, c.Name)
 			}
@@ -249,6 +249,7 @@ func (cmd *command) apply(t *Table, withCounters bool) error {
 				delete(t.chains, name)
 			}
 		}
+		t.chainsChanged()
 	case "-F":
 		if cmd.chain != "" {
 			c, err := chainOf(cmd.chain)
@@ -262,7 +263,7 @@ func (cmd *command) apply(t *Table, withCounters bool) error {
 			c.Rules = nil
 		}
 	case "-Z":
-		chains := t.Chains()
+		chains := t.chainList()
 		if cmd.chain != "" {
 			c, err := chainOf(cmd.chain)
 			if err != nil {
@@ -317,6 +318,7 @@ func (cmd *command) apply(t *Table, withCounters bool) error {
 		old := c.Name
 		c.Name = cmd.arg
 		t.chains[c.Name] = c
+		t.chainsChanged()
 		for _, cc := range t.chains {
 			for i, r := range cc.Rules {
 				if j, ok := r.Target.(*JumpTarget); ok && j.Chain == old {

@@ -29,6 +29,9 @@ type crule struct {
 	// bucket), indexed by match; nil when no match of the rule needs it.
 	ext []any
 
+	// traced caches what traces print of the rule, made on first use.
+	traced *ruleTrace
+
 	src, dst netip.Prefix // copies for the fast path
 	// disp, when set, indexes the run of rules this one belongs to.
 	disp *dispatch
@@ -56,23 +59,32 @@ type program struct {
 	// such a rule the kernel tracks nothing and nat never runs
 	// (kernel-ground-truth §5.3).
 	conntrack bool
+	// sets and nfacct name the ipsets and nfacct objects the rules use,
+	// once per use.
+	sets, nfacct []string
 }
 
-// conntrackUsers are the modules whose checkentry takes a conntrack
+// needsConntrack reports whether a module's checkentry takes a conntrack
 // reference in the kernel (nf_ct_netns_get).
-var conntrackUsers = map[string]bool{
-	"conntrack": true, "state": true, "connmark": true, "CONNMARK": true, "CT": true, "NOTRACK": true,
-	"DNAT": true, "SNAT": true, "MASQUERADE": true, "REDIRECT": true, "helper": true, "connlimit": true,
+func needsConntrack(module string) bool {
+	switch module {
+	case "conntrack", "state", "connmark", "CONNMARK", "CT", "NOTRACK",
+		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "helper", "connlimit":
+		return true
+	}
+	return false
 }
 
-// compile turns a validated ruleset into a program. The ruleset must have
-// passed validation (Restore and Exec validate).
-func compile(rs *Ruleset) (*program, error) {
+// compile turns a ruleset into a program, validating the tables not
+// marked in checked (those were validated by the caller a moment ago).
+func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 	p := &program{family: rs.family}
 	for _, t := range rs.Tables() {
-		chains := t.Chains()
-		if err := t.validateChains(rs.family, chains); err != nil {
-			return nil, err
+		chains := t.chainList()
+		if !checked[t.id] {
+			if err := t.validateChains(rs.family, chains); err != nil {
+				return nil, err
+			}
 		}
 		ct := &ctable{id: t.id, model: t}
 		for i := range ct.entry {
@@ -87,7 +99,9 @@ func compile(rs *Ruleset) (*program, error) {
 		ct.rules = make([]crule, 0, n)
 		for _, c := range chains {
 			for i, r := range c.Rules {
-				cr := crule{rule: r, chain: c, num: i + 1, kind: vContinue, src: r.IP.Src, dst: r.IP.Dst}
+				// Built in place: 170k rules are worth not copying.
+				ct.rules = append(ct.rules, crule{rule: r, chain: c, num: i + 1, kind: vContinue, src: r.IP.Src, dst: r.IP.Dst})
+				cr := &ct.rules[len(ct.rules)-1]
 				switch tg := r.Target.(type) {
 				case nil:
 				case *VerdictTarget:
@@ -111,12 +125,18 @@ func compile(rs *Ruleset) (*program, error) {
 					}
 					cr.apply = a
 				}
-				if r.Target != nil && conntrackUsers[r.Target.Name()] {
+				if r.Target != nil && needsConntrack(r.Target.Name()) {
 					p.conntrack = true
 				}
 				for k, m := range r.Matches {
-					if conntrackUsers[m.Module()] {
+					if needsConntrack(m.Module()) {
 						p.conntrack = true
+					}
+					switch m := m.(type) {
+					case *SetMatch:
+						p.sets = append(p.sets, m.Name)
+					case *NFAcctMatch:
+						p.nfacct = append(p.nfacct, m.Name)
 					}
 					if s, ok := m.(stateful); ok {
 						// Only rules with state get the slice: most have
@@ -133,7 +153,13 @@ func compile(rs *Ruleset) (*program, error) {
 						cr.ext[k] = s.newState()
 					}
 				}
-				ct.rules = append(ct.rules, cr)
+				if st, ok := r.Target.(*SetTarget); ok {
+					for _, n := range []string{st.Add.Name, st.Del.Name} {
+						if n != "" {
+							p.sets = append(p.sets, n)
+						}
+					}
+				}
 			}
 			buildDispatch(ct, len(ct.rules)-len(c.Rules), len(ct.rules))
 			end := crule{chain: c, end: true, policy: c.Policy}
@@ -225,3 +251,30 @@ func ifaceMatch(pattern, name string) bool {
 	}
 	return pattern == name
 }
+
+// ruleTrace is what a trace step prints of a rule: its -S form and, for
+// a jump or goto, "JUMP:X" or "GOTO:X".
+type ruleTrace struct {
+	text, action string
+}
+
+func (r *crule) trace() *ruleTrace {
+	if r.traced == nil {
+		b := appendSRule(nil, r.chain, r.rule, false)
+		t := &ruleTrace{text: string(b[:len(b)-1])}
+		switch r.kind {
+		case vJump:
+			t.action = "JUMP:" + r.rule.Target.Name()
+		case vGoto:
+			t.action = "GOTO:" + r.rule.Target.Name()
+		}
+		r.traced = t
+	}
+	return r.traced
+}
+
+// traceText returns the rule as iptables -S prints it, without the newline.
+func (r *crule) traceText() string { return r.trace().text }
+
+// jumpAction returns "JUMP:X" or "GOTO:X" for a rule that jumps to X.
+func (r *crule) jumpAction() string { return r.trace().action }

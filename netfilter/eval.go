@@ -30,12 +30,22 @@ type evalCtx struct {
 	reject   rejectKind
 	// notrack is set by NOTRACK and CT --notrack in raw.
 	notrack bool
-	// ct describes the packet's connection, for the conntrack matches.
-	ct ctInfo
+	// ct describes the packet's connection, for the conntrack matches;
+	// it is filled on first use (see conn), since most tables never ask.
+	ct      ctInfo
+	ctReady bool
 	// nat is set by a NAT target for the host to bind.
 	nat *natRequest
 	// natReq is the storage nat points to, so NAT targets do not allocate.
 	natReq natRequest
+}
+
+// conn returns the packet's connection as the conntrack matches see it.
+func (c *evalCtx) conn() *ctInfo {
+	if !c.ctReady {
+		c.host.fillCT(c)
+	}
+	return &c.ct
 }
 
 // applier is implemented by targets that act on the packet; targets that

@@ -1,9 +1,9 @@
 package netfilter
 
 import (
+	"encoding/binary"
 	"fmt"
-	"math/big"
-	"reflect"
+	"net/netip"
 	"slices"
 
 	"github.com/packetwalk/packetwalk/conntrack"
@@ -14,8 +14,11 @@ type Outcome struct {
 	// Probability is exact: the kernel's statistic probabilities are
 	// multiples of 2^-31, so every outcome is a dyadic rational.
 	Probability Probability
-	// Result is the packet's fate, with its Trace (every matched rule).
-	Result Result
+	// Result is the packet's fate, with its Trace (the matched rules and
+	// policies of one of its paths). It is never nil; outcomes do not
+	// share results. A pointer, since a cascade of 1000 endpoints has
+	// 1000 outcomes and a Result is large.
+	Result *Result
 }
 
 // maxExplainPaths bounds the number of paths Explain walks, so that a
@@ -30,224 +33,138 @@ const maxExplainPaths = 1 << 16
 // state. iface is the receiving interface, or "" for a packet sent by a
 // local process. Outcomes with the same fate (verdict, disposition, deciding
 // rule, packet as it leaves, emitted packets) are merged; their
-// probabilities sum to exactly 1, most probable first.
+// probabilities sum to exactly 1, most probable first. Each outcome's
+// Result.Trace lists the matched rules and policies of one of its paths,
+// without the packet snapshots (Step.Packet is nil) and the ENTER steps
+// of Host.Tracing.
 func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 	saved := h.Tracing
-	h.Tracing, h.explaining = true, true
+	o := &explainOracle{h: h, resumable: !h.referenceEval(), arena: newProbArena(), resume: -1}
+	h.Tracing, h.explaining, h.oracle = true, true, o
 	defer func() { h.Tracing, h.explaining, h.oracle = saved, false, nil }()
-	ctState, err := h.ctRandState()
-	if err != nil {
-		return nil, err
-	}
-
+	// NAT port choice draws from conntrack's random source: every path
+	// starts from the same draws.
+	ctRand := *h.ctPCG
 	var m merger
-	var decisions []explainChoice
-	// prods[i] is the product of the numerators of the first i choices of
-	// the previous path; paths share prefixes, so most products carry over.
-	prods := []*big.Int{big.NewInt(1)}
-	var prev []explainChoice
-	// One oracle for every path: it keeps the snapshots that let a path
-	// resume at its branch point instead of replaying the walk up to it.
-	o := &explainOracle{h: h, resumable: !h.referenceEval()}
+	res := m.slot()
 	for n := 0; ; n++ {
 		if n == maxExplainPaths {
 			return nil, fmt.Errorf("%w: more than %d paths", ErrUnsupported, maxExplainPaths)
 		}
-		o.prefix, o.taken, o.tables, o.run = decisions, make([]explainChoice, 0, len(decisions)+8), 0, explainPos{}
-		h.oracle = o
-		var res Result
+		o.startWalk()
 		if iface == "" {
-			res = h.Send(p)
+			h.send(res, &p)
 		} else {
-			res = h.Receive(iface, p)
+			h.receive(res, iface, &p)
 		}
-		if err := h.restoreCTRand(ctState); err != nil {
-			return nil, err
+		*h.ctPCG = ctRand
+		if m.add(o.pathNode(), res) {
+			res = m.slot()
 		}
-		taken := h.oracle.taken
-		// The walk replays decisions but for the last one, flipped: the
-		// paths share len(decisions)-1 choices. The loop only checks it.
-		same := 0
-		if n > 0 && len(decisions) > 0 && len(taken) >= len(decisions) && len(prev) >= len(decisions) {
-			same = len(decisions) - 1
-		}
-		for same < len(taken) && same < len(prev) && taken[same] == prev[same] {
-			same++
-		}
-		prods = prods[:same+1]
-		for _, d := range taken[same:] {
-			prods = append(prods, new(big.Int).Mul(prods[len(prods)-1], d.numerator()))
-		}
-		prev = taken
-		m.add(dyadicOutcome{num: prods[len(taken)], exp: uint(31 * len(taken)), res: res})
-		// Depth-first: flip the last choice that took the matching branch.
-		decisions = slices.Clone(taken)
-		for len(decisions) > 0 && !decisions[len(decisions)-1].matched {
-			decisions = decisions[:len(decisions)-1]
-		}
-		if len(decisions) == 0 {
+		if !o.next() {
 			break
 		}
-		decisions[len(decisions)-1].matched = false
-		o.resumeAt(len(decisions) - 1)
 	}
-	type keyed struct {
-		o Outcome
-		f float64
+	probs := make([]Probability, len(m.acc))
+	order := make([]int, len(m.acc))
+	for i, f := range m.acc {
+		probs[i], order[i] = o.arena.sum(f.terms), i
 	}
-	// Pointers are sorted, not the outcomes: a Result is large and a
-	// cascade of 1000 endpoints has 1000 outcomes.
-	ks := make([]*keyed, len(m.acc))
-	for i, a := range m.acc {
-		p := a.prob()
-		ks[i] = &keyed{Outcome{Probability: p, Result: a.res}, p.Float64()}
-	}
-	// Most probable first; the float decides unless it ties.
-	slices.SortStableFunc(ks, func(a, b *keyed) int {
-		if a.f != b.f {
-			if a.f > b.f {
-				return -1
-			}
-			return 1
-		}
-		return b.o.Probability.Cmp(a.o.Probability)
-	})
-	out := make([]Outcome, len(ks))
-	for i := range ks {
-		out[i] = ks[i].o
+	// Most probable first; equal ones in the order their paths were walked.
+	// Indices are sorted, not outcomes: a Result is large.
+	slices.SortStableFunc(order, func(a, b int) int { return probs[b].Cmp(probs[a]) })
+	out := make([]Outcome, len(order))
+	for i, k := range order {
+		out[i] = Outcome{Probability: probs[k], Result: m.acc[k].res}
 	}
 	return out, nil
 }
 
-// Probability is an exact probability of the form N/2^E, in lowest terms.
-// The zero value is 0.
-type Probability struct {
-	num *big.Int
-	exp uint
-}
-
-// Rat returns the probability as a big.Rat.
-func (p Probability) Rat() *big.Rat {
-	return new(big.Rat).SetFrac(p.numerator(), p.Denominator())
-}
-
-func (p Probability) numerator() *big.Int {
-	if p.num == nil {
-		return new(big.Int)
-	}
-	return new(big.Int).Set(p.num)
-}
-
-// Numerator returns N.
-func (p Probability) Numerator() *big.Int { return p.numerator() }
-
-// Denominator returns 2^E.
-func (p Probability) Denominator() *big.Int { return new(big.Int).Lsh(big.NewInt(1), p.exp) }
-
-// String returns "N/D", as big.Rat prints it ("1/1" for certainty).
-func (p Probability) String() string {
-	return p.numerator().String() + "/" + p.Denominator().String()
-}
-
-// Float64 returns the nearest float64.
-func (p Probability) Float64() float64 {
-	f := new(big.Float).SetInt(p.numerator())
-	v, _ := f.SetMantExp(f, -int(p.exp)).Float64()
-	return v
-}
-
-// Cmp compares p and q, returning -1, 0 or +1.
-func (p Probability) Cmp(q Probability) int {
-	x, y := p.numerator(), q.numerator()
-	if p.exp < q.exp {
-		x.Lsh(x, q.exp-p.exp)
-	} else {
-		y.Lsh(y, p.exp-q.exp)
-	}
-	return x.Cmp(y)
-}
-
-// dyadicOutcome accumulates an outcome's probability as num/2^exp, which
-// adds without the gcd reductions of big.Rat.
-type dyadicOutcome struct {
-	num *big.Int
-	exp uint
-	res Result
-}
-
-// prob reduces num/2^exp to lowest terms, which only needs a shift.
-func (d dyadicOutcome) prob() Probability {
-	num := new(big.Int).Set(d.num)
-	exp := d.exp
-	if num.Sign() != 0 {
-		tz := min(num.TrailingZeroBits(), exp)
-		num.Rsh(num, tz)
-		exp -= tz
-	} else {
-		exp = 0
-	}
-	return Probability{num: num, exp: exp}
-}
-
-// fateKey identifies an outcome's fate for merging.
+// fateKey identifies an outcome's fate for merging; emitted packets are
+// compared separately, since a key holding them would be large to hash.
 type fateKey struct {
 	verdict     Verdict
 	disposition Disposition
 	reason      string
 	where       Step
 	packet      Packet
-	emitted     [2]Packet
 	nEmitted    int
 }
 
-func fateOf(r *Result) (fateKey, bool) {
-	k := fateKey{verdict: r.Verdict, disposition: r.Disposition, reason: r.Reason, where: r.Where, packet: r.Packet, nEmitted: len(r.Emitted)}
-	if len(r.Emitted) > len(k.emitted) {
-		return k, false
+// hash mixes the fields that differ between the outcomes of a packet:
+// where it was decided and how it leaves.
+func (k *fateKey) hash() uint64 {
+	h := uint64(k.verdict)<<8 | uint64(k.disposition)
+	mix := func(v uint64) { h = (h ^ v) * 0x100000001b3 }
+	p := &k.packet
+	for _, a := range [2]netip.Addr{p.Src, p.Dst} {
+		b := a.As16()
+		mix(binary.LittleEndian.Uint64(b[:8]))
+		mix(binary.LittleEndian.Uint64(b[8:]))
 	}
-	copy(k.emitted[:], r.Emitted)
-	return k, true
+	mix(uint64(p.SrcPort)<<48 | uint64(p.DstPort)<<32 | uint64(p.Mark))
+	mix(uint64(k.where.Rule)<<8 | uint64(k.where.Hook)<<4 | uint64(k.where.Table))
+	mix(uint64(len(k.where.Chain))<<32 | uint64(len(p.Out))<<16 | uint64(k.nEmitted))
+	return h
 }
 
-// merger sums the probabilities of outcomes with the same fate.
+func fateOf(r *Result) fateKey {
+	return fateKey{verdict: r.Verdict, disposition: r.Disposition, reason: r.Reason, where: r.Where, packet: r.Packet, nEmitted: len(r.Emitted)}
+}
+
+// merger collects the paths of each fate. Fates are found by a hash of
+// the fields that tell fates apart in practice, since keys are large;
+// equal hashes are confirmed by comparing the keys.
 type merger struct {
-	acc   []dyadicOutcome
-	index map[fateKey]int
+	acc     []*fate
+	index   map[uint64]int // the first fate of a hash, plus one
+	fates   []fate         // fates and results are allocated in chunks
+	results []Result
 }
 
-func (m *merger) add(o dyadicOutcome) {
-	k, ok := fateOf(&o.res)
-	i, found := m.index[k]
-	if !ok {
-		found = false
-		for j := range m.acc {
-			if sameFate(&m.acc[j].res, &o.res) {
-				i, found = j, true
-				break
-			}
+type fate struct {
+	terms []*probNode // the paths leading to it
+	one   [1]*probNode
+	next  int // the next fate of the same hash, plus one
+	res   *Result
+}
+
+// slot returns a Result for the next path to fill.
+func (m *merger) slot() *Result {
+	if len(m.results) == 0 {
+		m.results = make([]Result, chunk(len(m.acc)))
+	}
+	r := &m.results[0]
+	m.results = m.results[1:]
+	return r
+}
+
+// add records the path ending in n with result r. It reports whether r
+// became a new fate's result, which the merger then keeps; otherwise the
+// path joined an existing fate and r may be reused.
+func (m *merger) add(n *probNode, r *Result) bool {
+	k := fateOf(r)
+	if m.index == nil {
+		m.index = map[uint64]int{}
+	}
+	hash := k.hash()
+	first := m.index[hash]
+	for i := first; i != 0; i = m.acc[i-1].next {
+		if f := m.acc[i-1]; fateOf(f.res) == k && slices.Equal(f.res.Emitted, r.Emitted) {
+			f.terms = append(f.terms, n)
+			return false
 		}
 	}
-	if !found {
-		if m.index == nil {
-			m.index = map[fateKey]int{}
-		}
-		if ok {
-			m.index[k] = len(m.acc)
-		}
-		m.acc = append(m.acc, dyadicOutcome{num: new(big.Int).Set(o.num), exp: o.exp, res: o.res})
-		return
+	if len(m.fates) == 0 {
+		m.fates = make([]fate, chunk(len(m.acc)))
 	}
-	a := &m.acc[i]
-	x, y := new(big.Int).Set(a.num), o.num
-	exp := a.exp
-	switch {
-	case o.exp > exp:
-		x.Lsh(x, o.exp-exp)
-		exp = o.exp
-	case o.exp < exp:
-		y = new(big.Int).Lsh(y, exp-o.exp)
-	}
-	a.num, a.exp = x.Add(x, y), exp
+	f := &m.fates[0]
+	m.fates = m.fates[1:]
+	f.one[0] = n
+	f.terms, f.next, f.res = f.one[:], first, r
+	m.acc = append(m.acc, f)
+	m.index[hash] = len(m.acc)
+	return true
 }
 
 // explainChoice is one evaluation of a random statistic rule.
@@ -257,32 +174,51 @@ type explainChoice struct {
 	matched bool
 }
 
-// numerator is the probability of the branch this choice took, times 2^31.
-func (d explainChoice) numerator() *big.Int {
-	n := int64(d.stored)
+// weight is the probability of the branch this choice took, times 2^31.
+func (d explainChoice) weight() uint32 {
 	if d.invert != !d.matched {
-		n = 1<<31 - n
+		return 1<<31 - d.stored
 	}
-	return big.NewInt(n)
+	return d.stored
 }
 
-// explainOracle answers random draws during an Explain walk: it replays
-// the choices of prefix, then takes the matching branch of every new draw
-// that can match (and the other one of a draw that cannot).
+// explainOracle answers random draws during Explain's depth-first walk of
+// the paths: a walk replays the choices of the previous path up to the
+// last one that took the matching branch, takes the other branch there,
+// and then the matching branch of every new draw that can match.
 type explainOracle struct {
-	prefix []explainChoice
-	taken  []explainChoice
+	h     *Host
+	arena *probArena
+	// stack holds the current path's choices; the first replay of them
+	// are replayed from the previous path. nodes[i] is the path's
+	// probability through stack[i].
+	stack  []explainChoice
+	nodes  []*probNode
+	replay int
+	pos    int // choices drawn so far in this walk
 
-	// What follows lets a path resume where its last choice is drawn
-	// (see runTable), which makes explaining a cascade of n endpoints
-	// linear in n instead of quadratic.
-	h         *Host
+	// What follows lets a walk resume at the rule that draws its flipped
+	// choice instead of replaying the table up to it (see runTable), which
+	// makes explaining a cascade of n endpoints linear in n.
 	resumable bool
 	snaps     []*explainSnap // by choice index; nil where none was taken
-	resume    *explainSnap   // where the next walk may resume
+	free      []*explainSnap // snapshots done with, for reuse
+	resume    int            // the snapshot the next walk resumes at, or -1
 	tables    int            // runTable calls so far in this walk
 	// The position of the table being run, kept up to date by runTable.
 	run explainPos
+
+	// entries are the new connections conntrack made in the first walk,
+	// by lookup order, reused by later walks (see explainLookup).
+	entries []explainEntry
+	tracks  int
+	steps   []Step // the chunk traces are copied into
+}
+
+type explainEntry struct {
+	facts    conntrack.Facts
+	info     conntrack.Info
+	pristine conntrack.Entry
 }
 
 // explainPos is the evaluator state runTable shares with the oracle.
@@ -298,7 +234,8 @@ type explainPos struct {
 
 // explainSnap is the evaluator state at the start of the rule that drew a
 // choice: enough to continue the walk from that rule in a later path whose
-// earlier choices are the same.
+// earlier choices are the same. Snapshots are reused once consumed, so a
+// cascade, which consumes each before taking the next, needs one.
 type explainSnap struct {
 	tables     int // which runTable call of the walk
 	entryTaken int
@@ -310,20 +247,63 @@ type explainSnap struct {
 	trace      []Step // steps of this table before the rule
 }
 
-func (o *explainOracle) choose(stored uint32, invert bool) bool {
-	i := len(o.taken)
-	var d explainChoice
-	if i < len(o.prefix) {
-		d = o.prefix[i]
-	} else {
-		d = explainChoice{stored: stored, invert: invert, matched: true}
-		if d.numerator().Sign() == 0 {
-			d.matched = false // a branch that cannot happen is not walked
-		}
-		o.snapshot(i)
+func (o *explainOracle) startWalk() {
+	o.pos, o.tables, o.tracks, o.run = 0, 0, 0, explainPos{}
+}
+
+func (o *explainOracle) parent(i int) *probNode {
+	if i == 0 {
+		return &o.arena.root
 	}
-	o.taken = append(o.taken, d)
+	return o.nodes[i-1]
+}
+
+// pathNode is the probability of the path just walked.
+func (o *explainOracle) pathNode() *probNode { return o.parent(o.pos) }
+
+func (o *explainOracle) choose(stored uint32, invert bool) bool {
+	i := o.pos
+	o.pos++
+	if i < o.replay {
+		return o.stack[i].matched
+	}
+	d := explainChoice{stored: stored, invert: invert, matched: true}
+	if d.weight() == 0 {
+		d.matched = false // a branch that cannot happen is not walked
+	}
+	o.snapshot(i)
+	o.stack = append(o.stack[:i], d)
+	o.nodes = append(o.nodes[:i], o.arena.node(o.parent(i), d.weight()))
 	return d.matched
+}
+
+// next prepares the walk of the next path: it flips the last choice that
+// took the matching branch, if the other branch can happen, and drops the
+// choices after it. It reports false when every path has been walked.
+func (o *explainOracle) next() bool {
+	for i := o.pos - 1; i >= 0; i-- {
+		d := o.stack[i]
+		if !d.matched {
+			continue
+		}
+		d.matched = false
+		if d.weight() == 0 {
+			continue
+		}
+		o.stack = append(o.stack[:i], d)
+		o.nodes = append(o.nodes[:i], o.arena.node(o.parent(i), d.weight()))
+		o.replay = i + 1
+		o.resume = -1
+		if i < len(o.snaps) && o.snaps[i] != nil {
+			o.resume = i
+		}
+		// Snapshots of the dropped choices are stale.
+		for j := i + 1; j < len(o.snaps); j++ {
+			o.release(j)
+		}
+		return true
+	}
+	return false
 }
 
 // snapshot records the state at the start of the current rule, which is
@@ -332,42 +312,92 @@ func (o *explainOracle) snapshot(i int) {
 	for len(o.snaps) <= i {
 		o.snaps = append(o.snaps, nil)
 	}
-	o.snaps[i] = nil
+	o.release(i)
 	r := &o.run
 	if !o.resumable || !r.active || !r.clean {
 		return
 	}
-	o.snaps[i] = &explainSnap{
-		tables: o.tables, entryTaken: r.entryTaken, choice: i, pc: r.pc,
-		stack: append([]int(nil), r.stack[:r.sp]...), ctx: *r.ctx, pkt: *r.ctx.pkt,
-		trace: append([]Step(nil), o.h.trace[r.traceStart:]...),
+	var s *explainSnap
+	if n := len(o.free); n > 0 {
+		s, o.free = o.free[n-1], o.free[:n-1]
+	} else {
+		s = new(explainSnap)
 	}
+	s.tables, s.entryTaken, s.choice, s.pc = o.tables, r.entryTaken, i, r.pc
+	s.stack = append(s.stack[:0], r.stack[:r.sp]...)
+	s.ctx, s.pkt = *r.ctx, *r.ctx.pkt
+	s.trace = append(s.trace[:0], o.h.trace[r.traceStart:]...)
+	o.snaps[i] = s
 }
 
-// resumeAt prepares the next walk, whose last choice is i, to resume at
-// the snapshot of choice i; snapshots of later choices are stale.
-func (o *explainOracle) resumeAt(i int) {
-	o.resume = nil
-	if i < len(o.snaps) {
-		o.resume = o.snaps[i]
-		o.snaps = o.snaps[:i]
+// release frees the snapshot of choice i, if any, for reuse.
+func (o *explainOracle) release(i int) {
+	if s := o.snaps[i]; s != nil {
+		o.snaps[i] = nil
+		o.free = append(o.free, s)
 	}
 }
 
 // enterTable is called by runTable on entry while explaining. It returns
-// the snapshot to resume from when this call is the one it was taken in.
+// the snapshot to resume from when this call is the one it was taken in;
+// runTable copies it out before the next snapshot is taken.
 func (o *explainOracle) enterTable(c *evalCtx, stack []int) *explainSnap {
 	o.tables++
-	o.run = explainPos{active: true, clean: true, stack: stack, ctx: c, entryTaken: len(o.taken), traceStart: len(o.h.trace)}
-	s := o.resume
-	if s == nil || s.tables != o.tables || s.entryTaken != len(o.taken) {
+	o.run = explainPos{active: true, clean: true, stack: stack, ctx: c, entryTaken: o.pos, traceStart: len(o.h.trace)}
+	if o.resume < 0 {
 		return nil
 	}
-	o.resume = nil
-	// The choices the skipped rules would have drawn, as the prefix says.
-	o.taken = append(o.taken, o.prefix[s.entryTaken:s.choice]...)
+	s := o.snaps[o.resume]
+	if s.tables != o.tables || s.entryTaken != o.pos {
+		return nil
+	}
+	// A flipped choice is never flipped again: its snapshot is done with.
+	o.release(o.resume)
+	o.resume = -1
+	// The choices the skipped rules would have drawn are replayed as is.
+	o.pos = s.choice
 	o.h.trace = append(o.h.trace, s.trace...)
 	return s
+}
+
+// traceCopy copies a path's steps into chunks the paths share.
+func (o *explainOracle) traceCopy(t []Step) []Step {
+	if len(t) > cap(o.steps)-len(o.steps) {
+		o.steps = make([]Step, 0, max(chunk(2*cap(o.steps)), len(t)))
+	}
+	n := len(o.steps)
+	o.steps = append(o.steps, t...)
+	return o.steps[n:len(o.steps):len(o.steps)]
+}
+
+// chunk is the size of the next chunk of an allocation in chunks, after
+// n items: small for the few outcomes most packets have, growing for the
+// thousand of a long cascade.
+func chunk(n int) int { return min(max(8, n), 1024) }
+
+// fresh returns the connection the first walk made for the same lookup,
+// reset to how conntrack made it, so that later walks need not allocate.
+func (o *explainOracle) fresh(f conntrack.Facts) (conntrack.Info, bool) {
+	i := o.tracks
+	o.tracks++
+	if i < len(o.entries) && o.entries[i].info.Entry != nil && o.entries[i].facts == f {
+		e := &o.entries[i]
+		*e.info.Entry = e.pristine
+		return e.info, true
+	}
+	return conntrack.Info{}, false
+}
+
+// keep records the connection conntrack made for the last lookup.
+func (o *explainOracle) keep(f conntrack.Facts, info conntrack.Info) {
+	i := o.tracks - 1
+	for len(o.entries) <= i {
+		o.entries = append(o.entries, explainEntry{})
+	}
+	o.entries[i] = explainEntry{facts: f, info: info}
+	if info.Entry != nil {
+		o.entries[i].pristine = *info.Entry
+	}
 }
 
 // pureTarget reports whether a target's only effects are on the packet
@@ -389,18 +419,6 @@ func (h *Host) randomMatch(stored uint32, invert bool) bool {
 	return (h.rng.Uint32()&0x7fffffff < stored) != invert
 }
 
-func sameFate(a, b *Result) bool {
-	return a.Verdict == b.Verdict && a.Disposition == b.Disposition && a.Reason == b.Reason &&
-		reflect.DeepEqual(a.Where, b.Where) && reflect.DeepEqual(a.Packet, b.Packet) &&
-		reflect.DeepEqual(a.Emitted, b.Emitted)
-}
-
-// ctRandState snapshots the conntrack table's random source, which NAT port
-// choice draws from, so every explained path sees the same draws.
-func (h *Host) ctRandState() ([]byte, error) { return h.ctPCG.MarshalBinary() }
-
-func (h *Host) restoreCTRand(s []byte) error { return h.ctPCG.UnmarshalBinary(s) }
-
 // explainLookup is conntrack's view of the packet while explaining: an
 // existing connection is read without updating it; otherwise a new,
 // unconfirmed entry is made, which the table does not keep.
@@ -412,5 +430,16 @@ func (h *Host) explainLookup(f conntrack.Facts) (conntrack.Info, error) {
 		}
 		return conntrack.Info{Entry: e, Dir: dir, State: st}, nil
 	}
-	return h.ct.Track(f)
+	o := h.oracle
+	if o == nil {
+		return h.ct.Track(f)
+	}
+	if info, ok := o.fresh(f); ok {
+		return info, nil
+	}
+	info, err := h.ct.Track(f)
+	if err == nil {
+		o.keep(f, info)
+	}
+	return info, err
 }

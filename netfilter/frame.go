@@ -53,9 +53,10 @@ func badHeader(off int, layer, format string, a ...any) error {
 // non-first fragment (IPv4, or IPv6 with a Fragment header) has no
 // transport header (FragOffset is set and ports stay 0), and IPv6
 // extension headers (hop-by-hop, routing, destination options, fragment,
-// AH) are walked to the upper-layer protocol. Fragments are not
-// reassembled (the kernel's conntrack would reassemble them before the
-// hooks); the IPv4 header checksum is not verified.
+// AH) are walked to the upper-layer protocol. The Decoder does not
+// reassemble fragments: FrameHost does, when conntrack is in use, as the
+// kernel does before the hooks. The IPv4 header checksum is not
+// verified.
 type Decoder struct {
 	eth   ethLayer
 	ip4   ip4Layer
@@ -80,6 +81,11 @@ type Decoder struct {
 	inner    int // start of the IP header quoted by an ICMP error, or -1
 	innerHL  int // its header length
 	innerEnd int
+	frame    []byte // the frame being decoded
+	frag6    int    // frame offset of an IPv6 fragment header, or -1
+
+	// The numbers of the last TCP reset built.
+	resetSeq, resetAck uint32
 
 	// Scratch space for building frames.
 	buf         gopacket.SerializeBuffer
@@ -133,6 +139,7 @@ func (d *Decoder) DecodeIP(pkt []byte) (Packet, error) {
 func (d *Decoder) run(p *gopacket.DecodingLayerParser, data []byte) (Packet, error) {
 	d.pkt = Packet{}
 	d.off, d.l3, d.l4, d.l3end, d.inner, d.l4proto = 0, -1, -1, len(data), -1, 0
+	d.frame, d.frag6 = data, -1
 	d.decoded = d.decoded[:0]
 	err := p.DecodeLayers(data, &d.decoded)
 	if err == nil && (d.off == d.l3end || d.l3 < 0) {
@@ -293,6 +300,7 @@ func (l *ip4Layer) DecodeFromBytes(data []byte, _ gopacket.DecodeFeedback) error
 	p.Src = netip.AddrFrom4([4]byte(data[12:16]))
 	p.Dst = netip.AddrFrom4([4]byte(data[16:20]))
 	p.Length, p.TTL, p.TOS, p.ID, p.FragOffset = total, l.TTL, l.TOS, l.Id, l.FragOffset
+	p.IPHeaderLen = uint16(hl)
 	d.l3, d.l3end, d.l4proto = off, off+total, p.Proto
 	d.off = off + hl
 	if l.FragOffset == 0 {
@@ -340,6 +348,7 @@ func (l *ip6Layer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 		d.off += l.hbhLen(data)
 	}
 	p.Proto = next
+	p.IPHeaderLen = uint16(d.off - off)
 	d.l3, d.l3end, d.l4proto, d.l4 = off, off+40+plen, next, d.off
 	return nil
 }
@@ -395,7 +404,9 @@ func (l *extLayer) DecodeFromBytes(data []byte, _ gopacket.DecodeFeedback) error
 	d.pkt.Proto, d.l4proto = l.next, l.next
 	d.off = off + n
 	d.l4 = d.off
+	d.pkt.IPHeaderLen = uint16(d.off - d.l3)
 	if kind == 44 {
+		d.frag6 = off
 		if fo := binary.BigEndian.Uint16(data[2:4]) >> 3; fo != 0 {
 			// ip6_tables sets the fragment offset for a non-first
 			// fragment; the port matches then fail, as for IPv4.
@@ -440,6 +451,8 @@ func (l *tcpLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 	p := &l.d.pkt
 	p.SrcPort, p.DstPort = uint16(l.SrcPort), uint16(l.DstPort)
 	p.TCPFlags = TCPFlags(data[13])
+	p.Seq, p.Ack = binary.BigEndian.Uint32(data[4:8]), binary.BigEndian.Uint32(data[8:12])
+	p.Window, p.TCPHeaderLen = binary.BigEndian.Uint16(data[14:16]), uint8(doff)
 	opts := data[20:doff]
 	for i := 0; i < len(opts); {
 		p.SetTCPOption(opts[i])
@@ -447,10 +460,36 @@ func (l *tcpLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 			i++
 			continue
 		}
+		if n := int(opts[i+1]); i+n <= len(opts) {
+			tcpOptionValue(p, opts[i], opts[i:i+n])
+		}
 		i += int(opts[i+1])
 	}
 	l.d.off = off + doff
 	return nil
+}
+
+// tcpOptionValue reads the option values conntrack's window tracking
+// uses, with the size checks of the kernel's tcp_options and tcp_sack:
+// the window scale shift as sent (conntrack caps it at 14), and the
+// highest right edge of the SACK blocks in sequence-number order, the
+// search starting at the ack number as in tcp_sack (so a SACK option of a
+// malformed length leaves SACKEnd at the ack number).
+func tcpOptionValue(p *Packet, kind uint8, opt []byte) {
+	switch {
+	case kind == 3 && len(opt) == 3:
+		p.WScale = opt[2]
+	case kind == 5:
+		p.SACKEnd = p.Ack
+		if len(opt) < 10 || (len(opt)-2)%8 != 0 {
+			return
+		}
+		for i := 2; i+8 <= len(opt); i += 8 {
+			if r := binary.BigEndian.Uint32(opt[i+4:]); int32(r-p.SACKEnd) > 0 {
+				p.SACKEnd = r
+			}
+		}
+	}
 }
 
 type udpLayer struct {
@@ -598,4 +637,20 @@ func (d *Decoder) decodeInner(off int, b []byte) {
 		in.ICMPType, in.ICMPCode = l4[0], l4[1]
 		in.ICMPID = binary.BigEndian.Uint16(l4[4:6])
 	}
+}
+
+// tcpSegmentLen is the TCP payload length of p: what Length holds beyond
+// the IP and TCP headers (their default sizes when unset).
+func tcpSegmentLen(p *Packet) int {
+	iph, th := int(p.IPHeaderLen), int(p.TCPHeaderLen)
+	if iph == 0 {
+		iph = 20
+		if p.Family == IPv6 {
+			iph = 40
+		}
+	}
+	if th == 0 {
+		th = 20
+	}
+	return max(p.Length-iph-th, 0)
 }

@@ -12,6 +12,19 @@ type FrameHost struct {
 	dec     *Decoder
 	out     []byte
 	emitted [][]byte
+
+	// Reassembly (defrag.go): the queues, the last reassembled frame,
+	// the fragments it was made of (offset, length) and what cutting it
+	// again needs.
+	queues    map[fragKey]*fragQueue
+	whole     []byte
+	pieces    [][2]int
+	unfragLen int
+	fragLink  int
+	fragID    uint32
+	fragV6    bool
+	fragBufs  [][]byte
+	frags     [][]byte
 }
 
 // FrameResult is what happened to one frame.
@@ -23,6 +36,11 @@ type FrameResult struct {
 	// Emitted are the frames of Result.Emitted, in order; each leaves on
 	// its packet's Out (the interface the offending frame came in on).
 	Emitted [][]byte
+	// Fragments, when not nil, are the frames that actually leave: the
+	// packet was reassembled from fragments (conntrack in use) and leaves
+	// cut along them again. Frame then holds it whole, as the hooks saw
+	// it.
+	Fragments [][]byte
 }
 
 // NewFrameHost returns a FrameHost over h.
@@ -33,22 +51,56 @@ func NewFrameHost(h *Host) *FrameHost {
 // ReceiveFrame decodes a frame that arrived on iface and walks it like
 // Host.Receive. A frame that cannot be decoded returns a *FrameError and
 // does not reach the host.
+//
+// When a loaded rule needs conntrack, a fragment is queued instead, as
+// the kernel's defragmentation does before raw PREROUTING: the result's
+// Disposition is Held (or Dropped, with the Reason, when it made its
+// queue inconsistent), and the fragment that completes its packet walks
+// the whole packet. Queues expire silently after 30 seconds of the
+// host's clock.
 func (f *FrameHost) ReceiveFrame(iface string, frame []byte) (FrameResult, error) {
-	p, err := f.decode(frame)
-	if err != nil {
-		return FrameResult{}, err
-	}
-	return f.finish(frame, f.Host.Receive(iface, p))
+	return f.walk(frame, func(p Packet) Result { return f.Host.Receive(iface, p) }, false, iface)
 }
 
 // SendFrame decodes a frame a local process sends and walks it like
-// Host.Send.
+// Host.Send; fragments are reassembled before OUTPUT as ReceiveFrame
+// describes.
 func (f *FrameHost) SendFrame(frame []byte) (FrameResult, error) {
+	return f.walk(frame, f.Host.Send, true, "")
+}
+
+func (f *FrameHost) walk(frame []byte, run func(Packet) Result, out bool, iface string) (FrameResult, error) {
 	p, err := f.decode(frame)
 	if err != nil {
 		return FrameResult{}, err
 	}
-	return f.finish(frame, f.Host.Send(p))
+	if !f.Host.defragging(p.Family) {
+		return f.finish(frame, run(p))
+	}
+	fi, ok := f.dec.fragment(out)
+	if !ok {
+		return f.finish(frame, run(p))
+	}
+	done, reason := f.defrag(frame, fi)
+	if !done {
+		p.In = iface
+		d := Held
+		if reason != reasonHeld {
+			d = Dropped
+		}
+		return FrameResult{Result: Result{Verdict: VerdictDrop, Disposition: d, Reason: reason, Packet: p}}, nil
+	}
+	whole := f.whole
+	if p, err = f.decode(whole); err != nil {
+		return FrameResult{}, err
+	}
+	fr, err := f.finish(whole, run(p))
+	if err != nil || fr.Frame == nil {
+		return fr, err
+	}
+	f.frags = f.refragment(f.frags[:0], fr.Frame)
+	fr.Fragments = f.frags
+	return fr, nil
 }
 
 func (f *FrameHost) decode(frame []byte) (Packet, error) {
@@ -83,6 +135,12 @@ func (f *FrameHost) finish(frame []byte, res Result) (FrameResult, error) {
 		}
 		if err != nil {
 			return fr, err
+		}
+		if e.Proto == ProtoTCP {
+			// The reset's numbers come from the frame it answers, which
+			// the Packet-level host does not fill in.
+			res.Emitted[i].Seq, res.Emitted[i].Ack = f.dec.resetSeq, f.dec.resetAck
+			res.Emitted[i].TCPHeaderLen = 20
 		}
 	}
 	if len(res.Emitted) > 0 {

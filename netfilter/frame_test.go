@@ -78,7 +78,7 @@ func sampleFrames(t testing.TB) []sampleFrame {
 	for _, k := range []uint8{0, 1, 2, 3, 4} { // 0: gopacket pads the options with EOL
 		tcpOpts[0] |= 1 << k
 	}
-	base4 := Packet{Family: IPv4, Src: a("192.168.10.2"), Dst: a("10.96.0.10"), TTL: 64, TOS: 0x10, ID: 0x1234,
+	base4 := Packet{Family: IPv4, Src: a("192.168.10.2"), Dst: a("10.96.0.10"), TTL: 64, TOS: 0x10, ID: 0x1234, IPHeaderLen: 20,
 		SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}
 
 	udp6 := mkFrame(t, eth6(), ip6("fd00::2", "fd00::1", layers.IPProtocolUDP), &layers.UDP{SrcPort: 5353, DstPort: 53}, gopacket.Payload("q"))
@@ -111,16 +111,18 @@ func sampleFrames(t testing.TB) []sampleFrame {
 	return []sampleFrame{
 		{"tcp syn with options", tcpSYN, false, with(base4, func(p *Packet) {
 			p.Proto, p.SrcPort, p.DstPort, p.TCPFlags, p.Length, p.TCPOptions = ProtoTCP, 40001, 80, SYN, 20+32+5, tcpOpts
+			p.Seq, p.Window, p.WScale, p.TCPHeaderLen = 1000, 64240, 7, 32
 		})},
 		{"raw ipv4 tcp", rawTCP, true, with(base4, func(p *Packet) {
 			p.Proto, p.SrcPort, p.DstPort, p.TCPFlags, p.Length, p.TCPOptions = ProtoTCP, 40001, 80, SYN, 20+32+5, tcpOpts
+			p.Seq, p.Window, p.WScale, p.TCPHeaderLen = 1000, 64240, 7, 32
 			p.SrcMAC, p.HasMAC, p.PktType = [6]byte{}, false, PktAuto
 		})},
 		{"udp ipv6", udp6, false, Packet{Family: IPv6, Proto: ProtoUDP, Src: a("fd00::2"), Dst: a("fd00::1"), SrcPort: 5353, DstPort: 53,
-			Length: 40 + 9, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}},
+			Length: 40 + 9, IPHeaderLen: 40, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}},
 		{"icmp echo", echo4, false, with(base4, func(p *Packet) { p.Proto, p.ICMPType, p.ICMPID, p.Length = ProtoICMP, 8, 77, 20+8+4 })},
 		{"icmpv6 echo", echo6, false, Packet{Family: IPv6, Proto: ProtoICMPv6, Src: a("fd00::2"), Dst: a("fd00::1"), ICMPType: 128, ICMPID: 9,
-			Length: 40 + 9, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}},
+			Length: 40 + 9, IPHeaderLen: 40, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}},
 		{"sctp init", sctp, false, with(base4, func(p *Packet) {
 			p.Proto, p.SrcPort, p.DstPort, p.Length = ProtoSCTP, 3000, 3868, 20+12+24
 			p.SCTPChunks[0], p.SCTPChunks[1], p.NumSCTPChunks = SCTPChunk{Type: 1}, SCTPChunk{Type: 2}, 2
@@ -129,10 +131,10 @@ func sampleFrames(t testing.TB) []sampleFrame {
 			p.Src, p.Dst, p.Proto, p.ICMPType, p.ICMPCode, p.Length = a("10.244.1.1"), a("10.244.1.5"), ProtoICMP, 3, 3, 20+8+31
 			p.Inner = InnerHeader{Proto: ProtoUDP, Src: a("10.244.1.5"), Dst: a("192.168.10.2"), SrcPort: 53, DstPort: 5353}
 		})},
-		{"ipv4 options skipped", withOpt, false, with(base4, func(p *Packet) { p.Proto, p.SrcPort, p.DstPort, p.Length = ProtoUDP, 1, 2, 24+8 })},
+		{"ipv4 options skipped", withOpt, false, with(base4, func(p *Packet) { p.Proto, p.SrcPort, p.DstPort, p.Length, p.IPHeaderLen = ProtoUDP, 1, 2, 24+8, 24 })},
 		{"non-first fragment", fragment, false, with(base4, func(p *Packet) { p.Proto, p.FragOffset, p.Length = ProtoUDP, 185, 20+16 })},
 		{"ipv6 non-first fragment", frag6, false, Packet{Family: IPv6, Proto: ProtoUDP, Src: a("fd00::2"), Dst: a("fd00::1"), FragOffset: 185,
-			Length: 40 + 16, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}},
+			Length: 40 + 16, IPHeaderLen: 48, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}},
 		{"broadcast", bcast, false, with(base4, func(p *Packet) {
 			p.Dst, p.Proto, p.SrcPort, p.DstPort, p.Length, p.PktType = a("192.168.10.255"), ProtoUDP, 68, 67, 28, PktBroadcast
 		})},
@@ -387,7 +389,9 @@ func TestFrameHostReject(t *testing.T) {
 		p, err := d.Decode(f)
 		require.NoError(t, err)
 		assert.Equal(t, Packet{Family: IPv4, Proto: ProtoTCP, Src: a("10.244.1.9"), Dst: a("192.168.10.2"), SrcPort: 80, DstPort: 40001,
-			TCPFlags: RST | ACK, Length: 40, TTL: 64, SrcMAC: [6]byte(macB), HasMAC: true, PktType: PktUnicast}, p)
+			TCPFlags: RST | ACK, Length: 40, TTL: 64, SrcMAC: [6]byte(macB), HasMAC: true, PktType: PktUnicast,
+			Ack: 1004, TCPHeaderLen: 20, IPHeaderLen: 20}, p)
+		assert.Equal(t, uint32(1004), res.Result.Emitted[0].Ack, "the emitted Packet carries the reset's numbers")
 		tcp := f[14+20:]
 		assert.Equal(t, uint32(0), binary.BigEndian.Uint32(tcp[4:8]), "seq")
 		assert.Equal(t, uint32(1000+1+3), binary.BigEndian.Uint32(tcp[8:12]), "ack = seq + SYN + payload")

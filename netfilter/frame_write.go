@@ -95,7 +95,20 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 	binary.BigEndian.PutUint16(ports[0:], p.SrcPort)
 	binary.BigEndian.PutUint16(ports[2:], p.DstPort)
 	switch o.Proto {
-	case ProtoTCP, ProtoUDP:
+	case ProtoTCP:
+		w.set(l4, ports[:], l4Ck, -1)
+		// NAT leaves sequence numbers alone; a caller that changed them
+		// (a test, a sequence-adjusting helper) gets them written.
+		if o.Seq != p.Seq || o.Ack != p.Ack {
+			var sa [8]byte
+			binary.BigEndian.PutUint32(sa[0:], p.Seq)
+			binary.BigEndian.PutUint32(sa[4:], p.Ack)
+			w.set(l4+4, sa[:], l4Ck)
+		}
+		if o.Window != p.Window {
+			w.set(l4+14, binary.BigEndian.AppendUint16(ports[:0], p.Window), l4Ck)
+		}
+	case ProtoUDP:
 		w.set(l4, ports[:], l4Ck, -1)
 	case ProtoSCTP:
 		copy(w.b[l4:], ports[:])
@@ -190,6 +203,24 @@ func (d *Decoder) rewriteInner(w *rewriter, in InnerHeader, outerCk int) {
 			w.adjust(outerCk, o[:], n[:])
 		}
 	}
+}
+
+// resetSeq is how nf_send_reset numbers a reset answering o: a segment
+// with ACK gets a bare RST whose sequence is o's ack number; one without
+// gets RST|ACK, sequence 0, acknowledging everything o occupied (payload,
+// SYN and FIN).
+func resetSeq(o *Packet) (ack bool, seq, ackNum uint32) {
+	if o.TCPFlags&ACK != 0 {
+		return false, o.Ack, 0
+	}
+	n := uint32(tcpSegmentLen(o))
+	if o.TCPFlags&SYN != 0 {
+		n++
+	}
+	if o.TCPFlags&FIN != 0 {
+		n++
+	}
+	return true, 0, o.Seq + n
 }
 
 // rewriter writes fields of a frame and updates the checksums covering
@@ -299,13 +330,8 @@ func (d *Decoder) reply(dst, orig []byte, dropped, r Packet, eth bool) ([]byte, 
 			return dst, fmt.Errorf("%w: a TCP reset answers a TCP segment", ErrBadValue)
 		}
 		tcp = layers.TCP{SrcPort: layers.TCPPort(r.SrcPort), DstPort: layers.TCPPort(r.DstPort), DataOffset: 5, RST: true}
-		if d.tcp.ACK {
-			tcp.Seq = d.tcp.Ack
-		} else {
-			seg := uint32(d.l3end - d.l4 - int(d.tcp.DataOffset)*4)
-			tcp.ACK = true
-			tcp.Ack = d.tcp.Seq + seg + b2u(d.tcp.SYN) + b2u(d.tcp.FIN)
-		}
+		tcp.ACK, tcp.Seq, tcp.Ack = resetSeq(&d.pkt)
+		d.resetSeq, d.resetAck = tcp.Seq, tcp.Ack
 		if err := tcp.SetNetworkLayerForChecksum(nl); err != nil {
 			return dst, err
 		}
@@ -348,11 +374,4 @@ func (d *Decoder) reply(dst, orig []byte, dropped, r Packet, eth bool) ([]byte, 
 		return dst, err
 	}
 	return append(dst, d.buf.Bytes()...), nil
-}
-
-func b2u(b bool) uint32 {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -48,6 +48,22 @@ type HostConfig struct {
 	// NoForwarding turns IP forwarding off (net.ipv4.ip_forward=0);
 	// forwarding is on by default, as on a Kubernetes node.
 	NoForwarding bool
+	// ConntrackTimeouts are the net.netfilter.nf_conntrack_*_timeout*
+	// sysctls of the host's network namespace; zero fields keep the kernel
+	// defaults. Like the sysctls, they apply when an entry's timer is next
+	// restarted.
+	ConntrackTimeouts conntrack.Timeouts
+	// ConntrackTCPStrict refuses to pick up TCP connections mid-stream
+	// (net.netfilter.nf_conntrack_tcp_loose=0): only a SYN creates an
+	// entry. The zero value is the kernel default, loose.
+	ConntrackTCPStrict bool
+	// NoRouteLocalnet is net.ipv4.conf.all.route_localnet=0, the kernel
+	// default: 127.0.0.0/8 is routed only on the loopback device, so a
+	// packet received elsewhere with such a source or destination (after
+	// PREROUTING's DNAT) is a martian, and a local packet with such a
+	// source rerouted off the host (OUTPUT DNAT) is dropped. The zero
+	// value is route_localnet=1, as kubelet sets it on a Kubernetes node.
+	NoRouteLocalnet bool
 }
 
 // Interface is a network interface of the host with its addresses.
@@ -115,7 +131,7 @@ type Host struct {
 	// Tracing records every step of each packet in Result.Trace.
 	Tracing bool
 	trace   []Step
-	where   Step
+	where   place
 }
 
 // NewHost returns a host with no interfaces, no routes and empty rulesets.
@@ -128,7 +144,7 @@ func NewHost(cfg HostConfig) *Host {
 	h.rules[0], h.rules[1] = NewRuleset(IPv4), NewRuleset(IPv6)
 	h.ctx.host = h
 	h.ctPCG = rand.NewPCG(cfg.Seed^0x5bd1e995, cfg.Seed^0xc2b2ae35)
-	h.ct = conntrack.NewTable(conntrack.Config{Clock: h.clock, Rand: rand.New(h.ctPCG)})
+	h.ct = conntrack.NewTable(conntrack.Config{Clock: h.clock, Rand: rand.New(h.ctPCG), Timeouts: cfg.ConntrackTimeouts.WithDefaults(), TCPStrict: cfg.ConntrackTCPStrict})
 	h.sets = ipset.NewRegistry(h.clock, rand.New(rand.NewPCG(cfg.Seed, 0x1b873593)))
 	return h
 }
@@ -224,8 +240,11 @@ func famIdx(f Family) int {
 }
 
 // Load installs rs as the host's ruleset for its family.
-func (h *Host) Load(rs *Ruleset) error {
-	p, err := compile(rs)
+func (h *Host) Load(rs *Ruleset) error { return h.load(rs, [numTables]bool{}) }
+
+// load is Load with the tables marked in checked already validated.
+func (h *Host) load(rs *Ruleset, checked [numTables]bool) error {
+	p, err := compile(rs, checked)
 	if err != nil {
 		return err
 	}
@@ -236,19 +255,12 @@ func (h *Host) Load(rs *Ruleset) error {
 			}
 		}
 	}
-	for _, t := range rs.Tables() {
-		for _, c := range t.Chains() {
-			for _, r := range c.Rules {
-				for _, m := range r.Matches {
-					if na, ok := m.(*NFAcctMatch); ok && h.nfacct[na.Name] == nil {
-						return fmt.Errorf("%w: nfacct object %q (RULE_APPEND failed (No such file or directory))", ErrNoSuchNFAcct, na.Name)
-					}
-				}
-			}
+	for _, n := range p.nfacct {
+		if h.nfacct[n] == nil {
+			return fmt.Errorf("%w: nfacct object %q (RULE_APPEND failed (No such file or directory))", ErrNoSuchNFAcct, n)
 		}
 	}
-	sets := setNames(rs)
-	for _, n := range sets {
+	for _, n := range p.sets {
 		if h.sets.Get(n) == nil {
 			return fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n)
 		}
@@ -259,46 +271,22 @@ func (h *Host) Load(rs *Ruleset) error {
 	for _, n := range h.setRefs[i] {
 		_ = h.sets.Unref(n)
 	}
-	for _, n := range sets {
+	for _, n := range p.sets {
 		_, _ = h.sets.Ref(n)
 	}
-	h.setRefs[i] = sets
+	h.setRefs[i] = p.sets
 	h.rules[i], h.progs[i] = rs, p
 	return nil
-}
-
-// setNames lists the sets the set matches and SET targets of rs name,
-// once per use.
-func setNames(rs *Ruleset) []string {
-	var out []string
-	for _, t := range rs.Tables() {
-		for _, c := range t.Chains() {
-			for _, r := range c.Rules {
-				for _, m := range r.Matches {
-					if sm, ok := m.(*SetMatch); ok {
-						out = append(out, sm.Name)
-					}
-				}
-				if st, ok := r.Target.(*SetTarget); ok {
-					for _, n := range []string{st.Add.Name, st.Del.Name} {
-						if n != "" {
-							out = append(out, n)
-						}
-					}
-				}
-			}
-		}
-	}
-	return out
 }
 
 // Restore applies iptables-restore input to the host's IPv4 ruleset, or to
 // the IPv6 one when f is IPv6.
 func (h *Host) Restore(f Family, data []byte, opt RestoreOptions) error {
 	rs := h.rules[famIdx(f)].Clone()
-	err := rs.Restore(data, opt)
+	var committed [numTables]bool
+	err := rs.restore(data, opt, &committed)
 	// Tables committed before an error stay, as in the kernel.
-	if lerr := h.Load(rs); lerr != nil && err == nil {
+	if lerr := h.load(rs, committed); lerr != nil && err == nil {
 		err = lerr
 	}
 	return err

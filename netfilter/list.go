@@ -34,7 +34,7 @@ func (rs *Ruleset) AppendList(b []byte, table TableID, chain string, opt ListOpt
 	if t == nil {
 		t = newTable(table) // a table never touched lists its empty built-ins
 	}
-	chains := t.Chains()
+	chains := t.chainList()
 	if chain != "" {
 		c := t.Chain(chain)
 		if c == nil {

@@ -360,7 +360,7 @@ func (m *ConntrackMatch) test(flag uint16, ok bool) bool {
 // match follows the kernel's conntrack_mt: the state test works for every
 // packet; the other tests need a connection.
 func (m *ConntrackMatch) match(c *evalCtx) bool {
-	ct := &c.ct
+	ct := c.conn()
 	if !m.test(ctfState, ctStateOf(ct)&m.State != 0) {
 		return false
 	}
@@ -426,7 +426,7 @@ func (m *StateMatch) appendList(b []byte, _ bool) []byte {
 }
 
 func (m *StateMatch) match(c *evalCtx) bool {
-	return (ctStateOf(&c.ct)&m.State&^(CTSNAT|CTDNAT) != 0) != m.Invert
+	return (ctStateOf(c.conn())&m.State&^(CTSNAT|CTDNAT) != 0) != m.Invert
 }
 
 // parseMarkMask parses "VALUE[/MASK]" (decimal, hex or octal, as strtoul).
@@ -486,7 +486,7 @@ func (m *ConnmarkMatch) appendList(b []byte, _ bool) []byte {
 }
 
 func (m *ConnmarkMatch) match(c *evalCtx) bool {
-	if !c.ct.tracked {
+	if !c.conn().tracked {
 		return false
 	}
 	return (c.ct.mark&m.Mask == m.Value) != m.Invert

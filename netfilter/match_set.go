@@ -132,22 +132,23 @@ func (m *SetMatch) key(s *ipset.Set, p *Packet) ipset.Key { return setKey(s, m.D
 
 // setKey reads the packet along a set's dimensions, as the set match and
 // the SET target do: addresses for IP and net dimensions, the port (with
-// the protocol) or the interface for the second; dirs holds the src (true)
-// or dst (false) flag of each dimension.
-func setKey(s *ipset.Set, dirs []bool, p *Packet) ipset.Key {
-	var k ipset.Key
+// the protocol) or the interface for the second, the first flag's port for
+// bitmap:port; dirs holds the src (true) or dst (false) flag of each
+// dimension. The key does not depend on the set's type: a list:set passes
+// the same flags to members of every type (kernel ip_set_test with the
+// list's opt), so each member reads the dimensions it has.
+func setKey(_ *ipset.Set, dirs []bool, p *Packet) ipset.Key {
+	k := ipset.Key{Dims: len(dirs)}
 	dir := func(i int) bool { return i < len(dirs) && dirs[i] }
-	if s.TypeName() == "bitmap:port" {
-		k.Proto, k.Port = p.Proto, portOf(p, dir(0))
-		return k
-	}
+	k.Proto = p.Proto
+	k.PortFirst = portOf(p, dir(0))
 	if dir(0) {
 		k.Addr = p.Src
 	} else {
 		k.Addr = p.Dst
 	}
 	if len(dirs) > 1 {
-		k.Proto, k.Port = p.Proto, portOf(p, dir(1))
+		k.Port = portOf(p, dir(1))
 		if dir(1) {
 			k.Iface = p.In
 		} else {

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/ipset"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -81,4 +83,42 @@ COMMIT
 	assert.Equal(t, Delivered, ssh())
 	h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 4321, SYN))
 	assert.Equal(t, Dropped, ssh())
+}
+
+// A list:set hands its flags to every member: a bitmap:port member reads
+// the port along the first flag, a hash:ip,port member the address along
+// the first and the port along the second (kernel 6.18, issue #6).
+func TestSetMatchListMembersReadTheirOwnDimensions(t *testing.T) {
+	h := testHost(t, "", HostConfig{})
+	require.NoError(t, h.Sets().Restore([]byte(`create P bitmap:port range 0-1024
+add P 80
+create IP hash:ip,port
+add IP 192.168.10.2,tcp:443
+create L list:set
+add L P
+add L IP
+`), ipset.RestoreOptions{}))
+	require.NoError(t, h.Restore(IPv4, []byte(`*filter
+-A INPUT -m set --match-set L dst -j DROP
+-A INPUT -m set --match-set L src,dst -j REJECT
+COMMIT
+`), RestoreOptions{}))
+	cases := []struct {
+		dport uint16
+		rule  int
+	}{
+		{80, 1},   // P by the dst port (the first flag)
+		{443, 2},  // IP by src address and dst port; P misses 1234
+		{8080, 0}, // nothing
+	}
+	for _, c := range cases {
+		p := tcpPacket("192.168.10.2", "192.168.10.1", c.dport, SYN)
+		p.SrcPort = 1234
+		res := h.Receive("eth0", p)
+		assert.Equal(t, c.rule, res.Where.Rule, "dport %d", c.dport)
+	}
+	// With src first (rule 2), P reads the source port.
+	p := tcpPacket("192.168.10.2", "192.168.10.1", 8080, SYN)
+	p.SrcPort = 80
+	assert.Equal(t, 2, h.Receive("eth0", p).Where.Rule)
 }

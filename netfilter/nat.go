@@ -25,8 +25,9 @@ type natRequest struct {
 	minPort, maxPort   uint16     // 0: keep the port
 	random, randomFull bool
 	persistent         bool
-	// basePort, when not zero, asks for the shifted port mapping of
-	// PORT-PORT/BASE: port = minPort + (original - basePort) mod range.
+	// offset asks for the shifted port mapping of PORT-PORT/BASE:
+	// port = minPort + (original - basePort) mod range.
+	offset   bool
 	basePort uint16
 }
 
@@ -70,11 +71,22 @@ func (h *Host) bindNAT(hk Hook, p *Packet, req *natRequest) bool {
 	if req.persistent {
 		r.Flags |= conntrack.NATPersistent
 	}
+	if req.offset && req.minPort != 0 {
+		r.Flags |= conntrack.NATOffset
+		r.Base = req.basePort
+	}
 	switch req.kind {
 	case natMasquerade:
 		// The address of the output interface, as the kernel picks it
-		// (the preferred source towards the destination).
+		// (the preferred source towards the destination). For IPv6 the
+		// kernel's source selection (ipv6_dev_get_saddr) prefers the
+		// destination itself when it is local: a locally generated
+		// packet to one of the host's addresses, masqueraded on lo,
+		// gets that address as its source.
 		a := h.sourceFor(Route{Iface: p.Out}, p.Dst)
+		if p.Family == IPv6 && h.isLocal(p.Dst) {
+			a = p.Dst
+		}
 		if !a.IsValid() {
 			return false // the kernel drops when the interface has no address
 		}

@@ -72,6 +72,23 @@ type Packet struct {
 	// HasMAC reports whether it is known.
 	SrcMAC [6]byte
 	HasMAC bool
+	// Seq, Ack and Window are the TCP sequence number, acknowledgement
+	// number and (unscaled) window field; conntrack checks every segment
+	// against the connection's windows, as the kernel does.
+	Seq, Ack uint32
+	Window   uint16
+	// WScale is the shift of the window scale option (kind 3) and SACKEnd
+	// the highest right edge of the SACK blocks (kind 5), each meaningful
+	// when TCPOptions has its kind (see SetTCPOption).
+	WScale  uint8
+	SACKEnd uint32
+	// TCPHeaderLen is the TCP header length in bytes, options included;
+	// 0 means 20 (no options). IPHeaderLen is the length of the IP header
+	// up to the transport header (IPv4 options, IPv6 extension headers);
+	// 0 means 20 for IPv4 and 40 for IPv6. The payload is what Length
+	// holds beyond both.
+	TCPHeaderLen uint8
+	IPHeaderLen  uint16
 	// TCPOptions records which TCP option kinds the header carries, as a
 	// bit set indexed by kind, for --tcp-option.
 	TCPOptions [4]uint64
@@ -116,6 +133,12 @@ type InnerHeader struct {
 // SCTPChunk is the type and flags of one chunk of an SCTP packet.
 type SCTPChunk struct {
 	Type, Flags uint8
+}
+
+// clone returns a copy of p on the heap.
+func (p *Packet) clone() *Packet {
+	c := *p
+	return &c
 }
 
 // hasTCPOption reports whether the TCP header carries option kind.

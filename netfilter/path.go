@@ -44,9 +44,13 @@ const (
 	Dropped
 	// Rejected: REJECT dropped it and emitted an error reply.
 	Rejected
+	// Held: a fragment conntrack's defragmentation queued before any
+	// hook; it crosses the hooks only as part of the reassembled packet
+	// (see FrameHost).
+	Held
 )
 
-var dispositionNames = []string{"delivered", "forwarded", "sent", "dropped", "rejected"}
+var dispositionNames = []string{"delivered", "forwarded", "sent", "dropped", "rejected", "held"}
 
 // String returns the disposition in lower case ("forwarded").
 func (d Disposition) String() string {
@@ -72,8 +76,9 @@ type Step struct {
 	// DROP, REJECT, POLICY:ACCEPT, POLICY:DROP, or ROUTE for the routing
 	// decision.
 	Action string
-	// Packet is the packet when the step happened (trace only).
-	Packet Packet
+	// Packet is the packet when the step happened; nil outside a trace.
+	// Trace steps do not share it with anything that changes later.
+	Packet *Packet
 }
 
 // Result is what happened to one packet.
@@ -93,7 +98,10 @@ type Result struct {
 	Trace []Step
 	// Reason explains a drop outside the rules: the routing decision
 	// ("no route to host", "forwarding disabled", "TTL exceeded",
-	// "blackhole", "unreachable", "prohibited") or conntrack ("conntrack
+	// "blackhole", "unreachable", "prohibited"; with
+	// HostConfig.NoRouteLocalnet "martian source" and "martian
+	// destination" for 127.0.0.0/8 received off lo, "invalid source" for
+	// a 127.0.0.0/8 source routed off the host) or conntrack ("conntrack
 	// table full", "conntrack clash"). It is empty otherwise.
 	Reason string
 	// Conn is the packet's connection after the packet, or nil when the
@@ -101,30 +109,46 @@ type Result struct {
 	Conn *conntrack.Entry
 }
 
-func (h *Host) decide(c *evalCtx, r *crule) {
-	h.where = stepOf(c, r, "")
+// place is where a packet's fate was decided, kept compact while the
+// packet walks and turned into a Step only for its Result.
+type place struct {
+	r      *crule // the deciding rule or end marker; nil for the others
+	hook   Hook
+	table  TableID
+	action string // for a decision outside the rules (ROUTE, CONNTRACK)
 }
 
-func stepOf(c *evalCtx, r *crule, action string) Step {
-	s := Step{Hook: c.hook, Table: c.table, Chain: r.chain.Name, Action: action}
-	if !r.end {
-		s.Rule = r.num
+func (w place) step() Step {
+	if w.r == nil {
+		return Step{Hook: w.hook, Table: w.table, Action: w.action}
+	}
+	s := Step{Hook: w.hook, Table: w.table, Chain: w.r.chain.Name}
+	if !w.r.end {
+		s.Rule = w.r.num
 	}
 	return s
+}
+
+func (h *Host) decide(c *evalCtx, r *crule) {
+	h.where = place{r: r, hook: c.hook, table: c.table}
 }
 
 func (h *Host) traceStep(c *evalCtx, r *crule, action string) {
 	if !h.Tracing {
 		return
 	}
-	s := stepOf(c, r, action)
+	s := Step{Hook: c.hook, Table: c.table, Chain: r.chain.Name, Action: action}
 	if !r.end {
-		s.Text = string(appendSRule(nil, r.chain, r.rule, false))
-		s.Text = s.Text[:len(s.Text)-1]
+		s.Rule = r.num
+		s.Text = r.traceText()
 	} else {
 		s.Chain = hookChainName(c.hook)
 	}
-	s.Packet = *c.pkt
+	// Explain's paths list their steps only: copying the packet at every
+	// step of a thousand paths would cost more than walking them.
+	if !h.explaining {
+		s.Packet = c.pkt.clone()
+	}
 	h.trace = append(h.trace, s)
 }
 
@@ -180,7 +204,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			info, err := track(packetFacts(p))
 			if err != nil {
 				res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack table full"
-				h.where = Step{Hook: hk, Action: "CONNTRACK"}
+				h.where = place{hook: hk, action: "CONNTRACK"}
 				return false
 			}
 			h.cur = info
@@ -191,7 +215,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			if h.cur.Entry != nil && !h.cur.Entry.Confirmed() && h.cur.Dir == conntrack.Original && !h.explaining {
 				if err := h.ct.Confirm(h.cur.Entry); err != nil {
 					res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack clash"
-					h.where = Step{Hook: hk, Action: "CONNTRACK"}
+					h.where = place{hook: hk, action: "CONNTRACK"}
 					return false
 				}
 			}
@@ -207,6 +231,9 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			related := h.cur.State == conntrack.StateRelated && conntrack.IsICMPError(p.Proto, p.ICMPType)
 			if related || !h.natApplies(hk) {
 				h.translate(hk, p)
+				if hk == Output && !h.rerouteLocalnet(p, res) {
+					return false
+				}
 				continue
 			}
 		}
@@ -214,9 +241,8 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			continue
 		}
 		*c = evalCtx{pkt: p, hook: hk, table: id, host: h}
-		h.fillCT(c)
-		if h.Tracing {
-			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: "ENTER", Packet: *p})
+		if h.Tracing && !h.explaining {
+			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: "ENTER", Packet: p.clone()})
 		}
 		v := h.runTable(t, c)
 		if id == Raw && c.notrack {
@@ -245,13 +271,62 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			}
 			return false
 		}
+		if id == NAT && hk == Output && !h.rerouteLocalnet(p, res) {
+			return false
+		}
 	}
 	return true
 }
 
+// rerouteLocalnet is the reroute that follows nat OUTPUT
+// (nf_nat_ipv4_local_fn, ip_route_me_harder): with route_localnet=0 a
+// 127.0.0.0/8 source may not leave through another device than lo, so a
+// localhost NodePort DNATed to a pod is dropped here, before filter OUTPUT
+// (the sender's sendto fails with EINVAL). It reports whether the packet
+// survives.
+func (h *Host) rerouteLocalnet(p *Packet, res *Result) bool {
+	if !h.localnetRefused(p.Src) {
+		return true
+	}
+	if r, ok := h.route(p.Dst); ok && r.Type == RouteLocal {
+		return true
+	}
+	res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reasonInvalidSource
+	h.where = place{hook: Output, table: NAT, action: "ROUTE"}
+	return false
+}
+
+// Reasons of the routing decision under route_localnet=0.
+const (
+	reasonMartianSource = "martian source"
+	reasonMartianDest   = "martian destination"
+	reasonInvalidSource = "invalid source"
+)
+
+// localnetRefused reports whether a is in 127.0.0.0/8 while
+// route_localnet is 0, so that it is routed only on the loopback device.
+func (h *Host) localnetRefused(a netip.Addr) bool {
+	return h.cfg.NoRouteLocalnet && a.Is4() && a.As4()[0] == 127
+}
+
+// martian names why the input routing decision (ip_route_input_slow)
+// refuses a packet received on a device other than lo: a 127.0.0.0/8
+// destination, else source, under route_localnet=0. It returns "" when the
+// packet may be routed.
+func (h *Host) martian(p *Packet) string {
+	switch {
+	case p.In == "lo":
+	case h.localnetRefused(p.Dst):
+		return reasonMartianDest
+	case h.localnetRefused(p.Src):
+		return reasonMartianSource
+	}
+	return ""
+}
+
 // fillCT describes the packet's connection for the conntrack matches.
 func (h *Host) fillCT(c *evalCtx) {
-	c.ct = ctInfo{untracked: h.notrack}
+	c.ct, c.ctReady = ctInfo{untracked: h.notrack}, true
 	e := h.cur.Entry
 	if e == nil {
 		return
@@ -287,6 +362,7 @@ func ctTupleOf(t conntrack.Tuple) ctTuple {
 // setCTMark sets the mark of the packet's connection (CONNMARK).
 func (c *evalCtx) setCTMark(v uint32) {
 	if e := c.host.cur.Entry; e != nil {
+		c.conn() // the mark read so far, before it changes
 		if !c.host.explaining || !e.Confirmed() {
 			e.Mark = v
 		}
@@ -296,7 +372,27 @@ func (c *evalCtx) setCTMark(v uint32) {
 
 // packetFacts is what conntrack needs to know of a packet.
 func packetFacts(p *Packet) conntrack.Facts {
-	return conntrack.Facts{Tuple: packetTuple(p), TCPFlags: uint8(p.TCPFlags), Len: p.Length, Inner: innerTuple(&p.Inner)}
+	f := conntrack.Facts{Tuple: packetTuple(p), TCPFlags: uint8(p.TCPFlags), Len: p.Length, Inner: innerTuple(&p.Inner)}
+	if p.Proto == ProtoTCP {
+		// Sequence-window tracking inputs (conntrack/window.go).
+		ipHL, tcpHL := int(p.IPHeaderLen), int(p.TCPHeaderLen)
+		if ipHL == 0 {
+			ipHL = 20
+			if p.Dst.Is6() {
+				ipHL = 40
+			}
+		}
+		if tcpHL == 0 {
+			tcpHL = 20
+		}
+		f.Seq, f.Ack, f.Window = p.Seq, p.Ack, p.Window
+		f.PayloadLen = max(p.Length-ipHL-tcpHL, 0)
+		f.HasOptions = tcpHL > 20 || p.TCPOptions != [4]uint64{}
+		f.WScale, f.HasWScale = p.WScale, p.hasTCPOption(3)
+		f.SACKPerm = p.hasTCPOption(4)
+		f.SACKEnd, f.HasSACK = p.SACKEnd, p.hasTCPOption(5)
+	}
+	return f
 }
 
 // innerTuple is the conntrack tuple of the packet an ICMP error quotes.
@@ -314,26 +410,39 @@ func innerTuple(in *InnerHeader) conntrack.Tuple {
 // Receive sends a packet that arrived on interface iface through
 // PREROUTING, the routing decision, and INPUT or FORWARD and POSTROUTING.
 func (h *Host) Receive(iface string, p Packet) Result {
-	p.In, p.Out = iface, ""
-	if p.Family == 0 {
-		p.Family = familyOf(p.Dst)
-	}
-	// The host owns the packet while it walks, so that evaluation, which
-	// keeps pointers to it, does not move the caller's copy to the heap.
-	h.pkt = p
-	return h.walk(&h.pkt, false)
+	var res Result
+	h.receive(&res, iface, &p)
+	return res
 }
 
 // Send sends a packet from a local process: routing, OUTPUT, rerouting and
 // POSTROUTING. An unset source address is chosen like the kernel does, from
 // the output interface.
 func (h *Host) Send(p Packet) Result {
-	p.In = ""
-	if p.Family == 0 {
-		p.Family = familyOf(p.Dst)
+	var res Result
+	h.send(&res, &p)
+	return res
+}
+
+// receive and send write the result into res, which Explain reuses.
+func (h *Host) receive(res *Result, iface string, p *Packet) {
+	// The host owns the packet while it walks, so that evaluation, which
+	// keeps pointers to it, does not move the caller's copy to the heap.
+	h.pkt = *p
+	h.pkt.In, h.pkt.Out = iface, ""
+	if h.pkt.Family == 0 {
+		h.pkt.Family = familyOf(h.pkt.Dst)
 	}
-	h.pkt = p
-	return h.walk(&h.pkt, true)
+	h.walk(res, &h.pkt, false)
+}
+
+func (h *Host) send(res *Result, p *Packet) {
+	h.pkt = *p
+	h.pkt.In = ""
+	if h.pkt.Family == 0 {
+		h.pkt.Family = familyOf(h.pkt.Dst)
+	}
+	h.walk(res, &h.pkt, true)
 }
 
 func familyOf(a netip.Addr) Family {
@@ -343,41 +452,64 @@ func familyOf(a netip.Addr) Family {
 	return IPv6
 }
 
-func (h *Host) walk(p *Packet, local bool) Result {
+// walk sends p through the host and writes what happened into res.
+func (h *Host) walk(res *Result, p *Packet, local bool) {
 	h.trace = h.trace[:0]
-	h.where = Step{}
+	h.where = place{}
 	h.cur, h.notrack, h.loopback, h.attached = conntrack.Info{}, false, false, false
-	var res Result
-	finish := func() Result {
-		res.Packet = *p
-		res.Where = h.where
-		if e := h.cur.Entry; e != nil && e.Confirmed() {
-			res.Conn = e
-		}
-		if h.Tracing {
-			res.Trace = append([]Step(nil), h.trace...)
-		}
-		return res
+	*res = Result{Emitted: res.Emitted[:0]}
+	if p.FragOffset != 0 && h.defragging(p.Family) {
+		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Held, reasonHeld
+	} else {
+		h.walkHooks(res, p, local)
 	}
+	res.Packet = *p
+	res.Where = h.where.step()
+	if e := h.cur.Entry; e != nil && e.Confirmed() {
+		res.Conn = e
+	}
+	if h.Tracing {
+		res.Trace = h.traceCopy()
+	}
+	if len(res.Emitted) == 0 {
+		res.Emitted = nil
+	}
+}
+
+// traceCopy returns the walk's steps in a slice of their own.
+func (h *Host) traceCopy() []Step {
+	if o := h.oracle; o != nil {
+		return o.traceCopy(h.trace)
+	}
+	return append([]Step(nil), h.trace...)
+}
+
+// walkHooks is the packet's way through the hooks; it stops where the
+// packet does.
+func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 	if local {
 		out, ok := h.route(p.Dst)
-		if reason := routeFailure(out, ok); reason != "" {
+		reason := routeFailure(out, ok)
+		if reason == "" && out.Type != RouteLocal && h.localnetRefused(p.Src) {
+			reason = reasonInvalidSource // a socket bound to 127.0.0.1 cannot reach off the host
+		}
+		if reason != "" {
 			res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-			h.where = Step{Hook: Output, Action: "ROUTE"}
-			return finish()
+			h.where = place{hook: Output, action: "ROUTE"}
+			return
 		}
 		p.Out = out.Iface
 		if !p.Src.IsValid() {
 			p.Src = h.sourceFor(out, p.Dst)
 		}
-		if !h.runHook(Output, p, &res) {
-			return finish()
+		if !h.runHook(Output, p, res) {
+			return
 		}
 		if out2, ok := h.route(p.Dst); ok {
 			p.Out = out2.Iface // DNAT or a mark may have changed the route
 		}
-		if !h.runHook(Postrouting, p, &res) {
-			return finish()
+		if !h.runHook(Postrouting, p, res) {
+			return
 		}
 		if h.isLocal(p.Dst) {
 			// Through the loopback device and back in: PREROUTING and
@@ -385,26 +517,31 @@ func (h *Host) walk(p *Packet, local bool) Result {
 			// does not look it up again and nat does not run again.
 			p.In, p.Out = "lo", ""
 			h.loopback = true
-			if !h.runHook(Prerouting, p, &res) || !h.runHook(Input, p, &res) {
-				return finish()
+			if !h.runHook(Prerouting, p, res) || !h.runHook(Input, p, res) {
+				return
 			}
 			res.Disposition = Delivered
-			return finish()
+			return
 		}
 		res.Disposition = Sent
-		return finish()
+		return
 	}
-	if !h.runHook(Prerouting, p, &res) {
-		return finish()
+	if !h.runHook(Prerouting, p, res) {
+		return
 	}
-	if h.isLocal(p.Dst) {
-		if !h.runHook(Input, p, &res) {
-			return finish()
-		}
-		res.Disposition = Delivered
-		return finish()
+	if reason := h.martian(p); reason != "" {
+		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
+		h.where = place{hook: Prerouting, action: "ROUTE"}
+		return
 	}
 	out, ok := h.route(p.Dst)
+	if ok && out.Type == RouteLocal {
+		if !h.runHook(Input, p, res) {
+			return
+		}
+		res.Disposition = Delivered
+		return
+	}
 	reason := routeFailure(out, ok)
 	switch {
 	case reason != "":
@@ -415,19 +552,18 @@ func (h *Host) walk(p *Packet, local bool) Result {
 	}
 	if reason != "" {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-		h.where = Step{Hook: Prerouting, Action: "ROUTE"}
-		return finish()
+		h.where = place{hook: Prerouting, action: "ROUTE"}
+		return
 	}
 	p.Out = out.Iface
 	p.TTL--
-	if !h.runHook(Forward, p, &res) {
-		return finish()
+	if !h.runHook(Forward, p, res) {
+		return
 	}
-	if !h.runHook(Postrouting, p, &res) {
-		return finish()
+	if !h.runHook(Postrouting, p, res) {
+		return
 	}
 	res.Disposition = Forwarded
-	return finish()
 }
 
 // routeFailure names why a route lookup gives no way out, or "".
@@ -531,7 +667,7 @@ func (h *Host) sendEmitted(r Packet) (Packet, bool) {
 	saved := struct {
 		cur                         conntrack.Info
 		notrack, loopback, attached bool
-		where                       Step
+		where                       place
 		trace                       int
 	}{h.cur, h.notrack, h.loopback, h.attached, h.where, len(h.trace)}
 	defer func() {

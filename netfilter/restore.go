@@ -22,6 +22,12 @@ type RestoreOptions struct {
 // committed before an error stay loaded. The error is a *ParseError naming
 // the input line.
 func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
+	return rs.restore(data, opt, nil)
+}
+
+// restore is Restore, marking in committed the tables it validated and
+// committed, which the host then compiles without validating again.
+func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]bool) error {
 	var (
 		cur     *Table
 		curLine int
@@ -70,6 +76,9 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 				return fail(err)
 			}
 			rs.tables[cur.id] = cur
+			if committed != nil {
+				committed[cur.id] = true
+			}
 			cur = nil
 		case cur == nil:
 			return fail(fmt.Errorf("%w: expected a \"*table\" line before %q", ErrSyntax, line))

@@ -14,9 +14,9 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 	if ex != nil {
 		if s := ex.enterTable(c, stack); s != nil {
 			// Resume a previous path at its branch point (Explain).
-			ct := c.ct
+			ct, ready := c.ct, c.ctReady
 			*c = s.ctx
-			c.pkt, c.ct = p, ct
+			c.pkt, c.ct, c.ctReady = p, ct, ready
 			*p = s.pkt
 			pc, sp = s.pc, copy(stack, s.stack)
 		}
@@ -37,8 +37,8 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 					base.chain.Counters.Packets++
 					base.chain.Counters.Bytes += uint64(p.Length)
 				}
-				if h.Tracing { // the concatenation would allocate
-					h.traceStep(c, base, "POLICY:"+base.policy.String())
+				if h.Tracing {
+					h.traceStep(c, base, policyAction(base.policy))
 				}
 				if base.policy == PolicyDrop {
 					h.decide(c, base)
@@ -101,15 +101,15 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 			sp--
 			pc = stack[sp]
 		case vJump:
-			if h.Tracing { // the concatenation would allocate
-				h.traceStep(c, r, "JUMP:"+r.rule.Target.Name())
+			if h.Tracing {
+				h.traceStep(c, r, r.jumpAction())
 			}
 			stack[sp] = pc + 1
 			sp++
 			pc = r.jump
 		case vGoto:
-			if h.Tracing { // the concatenation would allocate
-				h.traceStep(c, r, "GOTO:"+r.rule.Target.Name())
+			if h.Tracing {
+				h.traceStep(c, r, r.jumpAction())
 			}
 			pc = r.jump
 		}
@@ -128,4 +128,12 @@ func (h *Host) runMatches(r *crule, c *evalCtx) bool {
 		}
 	}
 	return true
+}
+
+// policyAction is the trace action of a built-in chain's policy.
+func policyAction(p Policy) string {
+	if p == PolicyDrop {
+		return "POLICY:DROP"
+	}
+	return "POLICY:ACCEPT"
 }

@@ -55,7 +55,7 @@ func (t *Table) appendSave(b []byte, f Family, opt SaveOptions) []byte {
 	b = append(b, '*')
 	b = append(b, t.id.String()...)
 	b = append(b, '\n')
-	chains := t.Chains()
+	chains := t.chainList()
 	for _, c := range chains {
 		b = append(b, ':')
 		b = append(b, c.Name...)
@@ -178,7 +178,7 @@ func (rs *Ruleset) AppendRules(b []byte, table TableID, chain string, n int, ver
 	if t == nil {
 		t = newTable(table) // iptables -S on a table never touched shows its empty built-ins
 	}
-	chains := t.Chains()
+	chains := t.chainList()
 	if chain != "" {
 		c := t.Chain(chain)
 		if c == nil {

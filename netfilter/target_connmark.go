@@ -193,6 +193,7 @@ func (t *ConnmarkTarget) shift(v uint32) uint32 {
 }
 
 func (t *ConnmarkTarget) apply(c *evalCtx) verdict {
+	c.conn()
 	if !c.ct.tracked {
 		return vContinue
 	}

@@ -35,8 +35,14 @@ type NATTarget struct {
 	// MinPort and MaxPort are the port range when HasPorts is set.
 	MinPort, MaxPort uint16
 	HasPorts         bool
-	// BasePort, when not zero, maps ports with an offset: PORT-PORT/BASE
-	// (DNAT and SNAT).
+	// Offset is set by PORT-PORT/BASE: the port is mapped by its offset
+	// from BasePort into the range, PORT + (original - BASE) mod size
+	// (kernel NF_NAT_RANGE_PROTO_OFFSET), even when the original port is
+	// in the range.
+	Offset bool
+	// BasePort is BASE. Only DNAT carries it to the kernel: SNAT accepts
+	// "/BASE" but keeps just the offset flag, so its base is 0 and
+	// iptables-save prints "/0".
 	BasePort    uint16
 	Random      bool // --random
 	RandomFully bool // --random-fully (SNAT, MASQUERADE)
@@ -164,7 +170,10 @@ func (b *natTargetBuilder) parseTo(c *ruleCtx, mod, opt, s string) error {
 		b.t.MinPort, b.t.MaxPort, b.t.HasPorts = lo, hi, true
 		if base, ok := strings.CutPrefix(ports[strings.IndexByte(ports+"/", '/'):], "/"); ok {
 			p, _ := parsePort(base, "tcp") // checked by parseNATPorts
-			b.t.BasePort = p
+			b.t.Offset = true
+			if b.t.Kind == NATDestination {
+				b.t.BasePort = p
+			}
 		}
 	}
 	return nil
@@ -251,7 +260,7 @@ func (t *NATTarget) appendRange(b []byte) []byte {
 	if t.HasPorts {
 		b = append(b, ':')
 		b = t.appendPorts(b)
-		if t.BasePort != 0 {
+		if t.Offset || t.BasePort != 0 {
 			b = append(b, '/')
 			b = strconv.AppendUint(b, uint64(t.BasePort), 10)
 		}
@@ -325,7 +334,7 @@ func (t *NATTarget) appendList(b []byte, _ bool) []byte {
 // hand-built targets need no preparation.
 func (t *NATTarget) request(r *natRequest) {
 	*r = natRequest{minAddr: t.MinAddr, maxAddr: t.MaxAddr, random: t.Random,
-		randomFull: t.RandomFully, persistent: t.Persistent, basePort: t.BasePort}
+		randomFull: t.RandomFully, persistent: t.Persistent, offset: t.Offset || t.BasePort != 0, basePort: t.BasePort}
 	switch t.Kind {
 	case NATDestination:
 		r.kind = natDNAT

@@ -37,7 +37,7 @@ func TestMarkTargetApply(t *testing.T) {
 
 func TestConnmarkTargetApply(t *testing.T) {
 	ct := func(mark uint32) *evalCtx {
-		return &evalCtx{pkt: &Packet{}, ct: ctInfo{tracked: true, mark: mark}, host: NewHost(HostConfig{})}
+		return &evalCtx{pkt: &Packet{}, ct: ctInfo{tracked: true, mark: mark}, ctReady: true, host: NewHost(HostConfig{})}
 	}
 	// Without a conntrack entry in the host, setCTMark cannot store; the
 	// pure arithmetic is checked on RESTORE and through the mark it reads.
@@ -53,7 +53,7 @@ func TestConnmarkTargetApply(t *testing.T) {
 	assert.Equal(t, uint32(0x12), c.pkt.Mark)
 
 	// Untracked packets are left alone.
-	c = &evalCtx{pkt: &Packet{Mark: 7}}
+	c = &evalCtx{pkt: &Packet{Mark: 7}, ctReady: true}
 	tg.apply(c)
 	assert.Equal(t, uint32(7), c.pkt.Mark)
 }
@@ -206,7 +206,10 @@ func TestNATTargetRequest(t *testing.T) {
 		{IPv4, "-t nat -A POSTROUTING -j MASQUERADE --random-fully", natRequest{kind: natMasquerade, randomFull: true}},
 		{IPv4, "-t nat -A PREROUTING -p udp -j REDIRECT --to-ports 5353", natRequest{kind: natRedirect, minPort: 5353, maxPort: 5353}},
 		{IPv4, "-t nat -A PREROUTING -p tcp -j DNAT --to-destination 10.0.0.1:80-90/100",
-			natRequest{kind: natDNAT, minAddr: a("10.0.0.1"), maxAddr: a("10.0.0.1"), minPort: 80, maxPort: 90, basePort: 100}},
+			natRequest{kind: natDNAT, minAddr: a("10.0.0.1"), maxAddr: a("10.0.0.1"), minPort: 80, maxPort: 90, offset: true, basePort: 100}},
+		// SNAT keeps the offset flag only: its base is 0, saved as "/0".
+		{IPv4, "-t nat -A POSTROUTING -p tcp -j SNAT --to-source 10.0.0.1:1000-1998/40000",
+			natRequest{kind: natSNAT, minAddr: a("10.0.0.1"), maxAddr: a("10.0.0.1"), minPort: 1000, maxPort: 1998, offset: true}},
 		{IPv6, "-t nat -A PREROUTING -p tcp -j DNAT --to-destination [2001:db8::1-2001:db8::5]:80",
 			natRequest{kind: natDNAT, minAddr: a("2001:db8::1"), maxAddr: a("2001:db8::5"), minPort: 80, maxPort: 80}},
 	} {

@@ -19,7 +19,7 @@ func (e *ruleError) Unwrap() error { return e.err }
 // validate checks what the kernel checks when a table is replaced: every
 // jump names an existing user chain, no chain can reach itself, and every
 // match and target is used only in the tables and hooks it allows.
-func (t *Table) validate(f Family) error { return t.validateChains(f, t.Chains()) }
+func (t *Table) validate(f Family) error { return t.validateChains(f, t.chainList()) }
 
 // validateChains is validate with the chains already listed (compile
 // lists them too, and sorting 60k chain names is not free).

@@ -26,7 +26,7 @@ func Distribute[K comparable](outcomes []netfilter.Outcome, key func(netfilter.R
 		if p.Sign() == 0 {
 			continue
 		}
-		k := key(o.Result)
+		k := key(*o.Result)
 		if acc, ok := d[k]; ok {
 			acc.Add(acc, p)
 		} else {

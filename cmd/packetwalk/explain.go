@@ -120,7 +120,7 @@ func explainPath(res netfilter.Result) []string {
 }
 
 func outcomeJSON(n int, in string, o netfilter.Outcome) jsonOutcome {
-	r := resultJSON(outcome{n: n, in: in, res: o.Result})
+	r := resultJSON(outcome{n: n, in: in, res: *o.Result})
 	return jsonOutcome{
 		Probability: o.Probability.String(),
 		P:           o.Probability.Float64(),
@@ -130,7 +130,7 @@ func outcomeJSON(n int, in string, o netfilter.Outcome) jsonOutcome {
 		Out:         r.Out,
 		Packet:      r.Packet,
 		Emitted:     r.Emitted,
-		Path:        explainPath(o.Result),
+		Path:        explainPath(*o.Result),
 	}
 }
 
@@ -161,7 +161,7 @@ func writeExplainText(b *bytes.Buffer, nd *node, n int, in string, p netfilter.P
 	for i, o := range outs {
 		fmt.Fprintf(b, "\noutcome %d: probability %s (%s)\n", i+1, o.Probability, strconv.FormatFloat(o.Probability.Float64(), 'g', 10, 64))
 		var walk bytes.Buffer
-		writeText(&walk, nd, []outcome{{n: n, in: in, input: p, res: o.Result}})
+		writeText(&walk, nd, []outcome{{n: n, in: in, input: p, res: *o.Result}})
 		// Drop the walk's own "packet N:" header: the packet is the same.
 		if _, rest, ok := bytes.Cut(walk.Bytes(), []byte("\n")); ok {
 			b.Write(rest)

@@ -43,6 +43,11 @@ var goldenCases = []struct {
 		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n-A FORWARD -o cali+ -p udp -m udp --dport 53 -j ACCEPT\nCOMMIT\n"},
 	{"trace-forwarding-off", []string{"trace", "--addr", "eth0=10.0.0.1/24", "--addr", "eth1=10.1.0.1/24",
 		"--sysctl", "net.ipv4.ip_forward=0", "in=eth0 src=10.0.0.2 dst=10.1.0.9"}, ""},
+	{"trace-route-localnet-off", []string{"trace", "--rules", "-", "--addr", "eth1=10.244.1.1/24", "--sysctl", "net.ipv4.conf.all.route_localnet=0",
+		"dst=127.0.0.1 dport=30020", "in=eth1 src=10.244.1.5 dst=127.0.0.1", "in=eth1 src=127.0.0.2 dst=10.244.1.9"},
+		"*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+			"-A OUTPUT -d 127.0.0.1/32 -p tcp -m tcp --dport 30020 -j DNAT --to-destination 10.244.1.5:80\n" +
+			"-A POSTROUTING -s 127.0.0.0/8 -o eth1 -j MASQUERADE\nCOMMIT\n"},
 	{"trace-ipv6", []string{"trace", "--addr", "eth0=fd00::1/64", "--rules6", node1 + "/ip6tables-save", "--format", "xtables",
 		"in=eth0 src=fd00::2 dst=fd00::1 proto=icmpv6", "in=eth0 src=fd00::2 dst=fd00::1 dport=22"}, ""},
 	{"save", []string{"save", "--node", node1, "--packets", node1 + "/packets", "-c"}, ""},
@@ -189,7 +194,7 @@ func TestJSONShape(t *testing.T) {
 	require.Len(t, lines, 3)
 
 	// Key order is part of the contract for people reading the lines.
-	assert.True(t, strings.HasPrefix(lines[0], `{"n":1,"verdict":"REJECT","disposition":"rejected","where":{"hook":"INPUT","table":"filter","chain":"INPUT","rule":4,"action":"REJECT"},"in":"eth0","out":null,"packet":{"proto":"tcp","src":"192.168.10.2","sport":40001,"dst":"192.168.10.1","dport":80,"flags":"S","type":null,"code":null,"id":null,"mark":"0x2a","ttl":64,"len":40},"emitted":[`), lines[0])
+	assert.True(t, strings.HasPrefix(lines[0], `{"n":1,"verdict":"REJECT","disposition":"rejected","where":{"hook":"INPUT","table":"filter","chain":"INPUT","rule":4,"action":"REJECT"},"in":"eth0","out":null,"packet":{"proto":"tcp","src":"192.168.10.2","sport":40001,"dst":"192.168.10.1","dport":80,"flags":"S","type":null,"code":null,"id":null,"mark":"0x2a","ttl":64,"len":40,"seq":1000,"ack":0,"win":64240},"emitted":[`), lines[0])
 	assert.True(t, strings.HasSuffix(lines[0], `,"conntrack":null}`), lines[0])
 
 	var objs []map[string]any
@@ -208,7 +213,7 @@ func TestJSONShape(t *testing.T) {
 	}
 	assert.Equal(t, []string{"conntrack", "disposition", "emitted", "in", "n", "out", "packet", "trace", "verdict", "where"}, keys(objs[0]))
 	pkt := objs[0]["packet"].(map[string]any)
-	assert.Equal(t, []string{"code", "dport", "dst", "flags", "id", "len", "mark", "proto", "sport", "src", "ttl", "type"}, keys(pkt))
+	assert.Equal(t, []string{"ack", "code", "dport", "dst", "flags", "id", "len", "mark", "proto", "seq", "sport", "src", "ttl", "type", "win"}, keys(pkt))
 	trace := objs[0]["trace"].([]any)
 	require.NotEmpty(t, trace)
 	assert.Equal(t, []string{"action", "chain", "hook", "rule", "table", "text"}, keys(trace[0].(map[string]any)))

@@ -55,7 +55,7 @@ func (n *nodeInput) register(fs *flag.FlagSet) {
 	fs.Var(&n.addrs, "addr", "interface address `IFACE=CIDR` (repeatable)")
 	fs.Var(&n.ifaces, "iface", "interface `NAME` without address (repeatable)")
 	fs.Var(&n.routes, "route", "route `CIDR=IFACE[@GATEWAY]` (repeatable)")
-	fs.Var(&n.sysctls, "sysctl", "kernel setting `KEY=VALUE` (repeatable): net.ipv4.ip_forward, net.ipv4.conf.all.route_localnet, net.netfilter.nf_conntrack_tcp_loose; all 1 by default as on a Kubernetes node")
+	fs.Var(&n.sysctls, "sysctl", "kernel setting `KEY=VALUE` (repeatable): net.ipv4.ip_forward, net.ipv4.conf.all.route_localnet (0: 127.0.0.0/8 is a martian off lo), net.netfilter.nf_conntrack_tcp_loose (0: no mid-stream TCP pickup); all 1 by default as on a Kubernetes node")
 	fs.Var(&n.backend, "backend", "iptables flavour `nft|legacy`")
 	fs.Uint64Var(&n.seed, "seed", 0, "seed `N` of the random source (statistic, NAT ports)")
 }
@@ -154,6 +154,10 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		Seed:         n.seed,
 		Clock:        clock,
 		NoForwarding: sys["net.ipv4.ip_forward"] == 0,
+		// Every sysctl the flag accepts reaches the host: none is parsed
+		// and then ignored.
+		NoRouteLocalnet:    sys["net.ipv4.conf.all.route_localnet"] == 0,
+		ConntrackTCPStrict: sys["net.netfilter.nf_conntrack_tcp_loose"] == 0,
 	})
 	nd := &node{host: h, clock: clock, sysctls: sys}
 

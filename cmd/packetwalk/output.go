@@ -37,6 +37,11 @@ type jsonPacket struct {
 	Mark  string  `json:"mark"`
 	TTL   uint8   `json:"ttl"`
 	Len   int     `json:"len"`
+	// TCP only (null otherwise): sequence and acknowledgement numbers
+	// and the window field as on the wire.
+	Seq *uint32 `json:"seq"`
+	Ack *uint32 `json:"ack"`
+	Win *uint16 `json:"win"`
 }
 
 type jsonStep struct {
@@ -90,12 +95,29 @@ func packetJSON(p netfilter.Packet) jsonPacket {
 	}
 	if p.Proto == netfilter.ProtoTCP {
 		j.Flags = strPtr(flagString(p.TCPFlags))
+		seq, ack, win := p.Seq, p.Ack, p.Window
+		j.Seq, j.Ack, j.Win = &seq, &ack, &win
 	}
 	if isICMP(p.Proto) {
 		t, c, id := p.ICMPType, p.ICMPCode, p.ICMPID
 		j.Type, j.Code, j.ID = &t, &c, &id
 	}
 	return j
+}
+
+// resetNumbers fills in the numbers of a TCP reset REJECT emitted in
+// answer to dropped, which the host leaves to the frame writer: as
+// nf_send_reset, the answer to a segment with ACK has its ack number as
+// sequence, the answer to one without acknowledges all it occupied.
+func resetNumbers(e *netfilter.Packet, dropped netfilter.Packet) {
+	if e.Proto != netfilter.ProtoTCP || e.TCPFlags&netfilter.RST == 0 || e.Seq != 0 || e.Ack != 0 {
+		return
+	}
+	if dropped.TCPFlags&netfilter.ACK != 0 {
+		e.Seq = dropped.Ack
+		return
+	}
+	e.Ack = tcpNext(dropped)
 }
 
 func resultJSON(o outcome) jsonResult {
@@ -119,6 +141,7 @@ func resultJSON(o outcome) jsonResult {
 		j.Where = w
 	}
 	for _, e := range res.Emitted {
+		resetNumbers(&e, res.Packet)
 		j.Emitted = append(j.Emitted, packetJSON(e))
 	}
 	for _, s := range res.Trace {
@@ -264,7 +287,7 @@ func routeText(o outcome) string {
 		if s.Hook == netfilter.Input {
 			return "local delivery"
 		}
-		if s.Packet.Out != "" {
+		if s.Packet != nil && s.Packet.Out != "" {
 			return "out " + s.Packet.Out
 		}
 	}
@@ -273,7 +296,14 @@ func routeText(o outcome) string {
 
 func routeDropText(nd *node, res netfilter.Result) string {
 	p := res.Packet
+	const localnet = " (127.0.0.0/8 is routed only on lo with net.ipv4.conf.all.route_localnet=0)"
 	switch {
+	case res.Reason == "martian destination":
+		return "martian destination " + p.Dst.String() + " in " + p.In + localnet
+	case res.Reason == "martian source":
+		return "martian source " + p.Src.String() + " in " + p.In + localnet
+	case res.Reason == "invalid source":
+		return "source " + p.Src.String() + " cannot reach " + p.Dst.String() + " off the host" + localnet
 	case res.Where.Hook == netfilter.Output:
 		return "no route to " + p.Dst.String()
 	case nd.sysctls["net.ipv4.ip_forward"] == 0:
@@ -300,7 +330,7 @@ func writeXtables(b *bytes.Buffer, outs []outcome) {
 				fam, famArg = 10, "-6"
 			}
 			if s.Action == "ENTER" {
-				appendXPacket(b, fam, id, s.Packet)
+				appendXPacket(b, fam, id, *s.Packet)
 				continue
 			}
 			fmt.Fprintf(b, " TRACE: %d %08x %s:%s:", fam, id, s.Table, s.Chain)

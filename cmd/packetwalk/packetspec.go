@@ -17,7 +17,7 @@ import (
 // "in=eth0 src=192.168.10.2 dst=10.96.0.10 dport=80 flags=S".
 
 // specKey identifies one key of a packet spec.
-type specKey uint16
+type specKey uint32
 
 const (
 	kProto specKey = 1 << iota
@@ -35,15 +35,19 @@ const (
 	kTTL
 	kAfter
 	kReply
+	kSeq
+	kAck
+	kWin
 )
 
 var specKeys = map[string]specKey{
 	"proto": kProto, "src": kSrc, "dst": kDst, "sport": kSport, "dport": kDport,
 	"type": kType, "code": kCode, "id": kID, "in": kIn, "flags": kFlags,
 	"mark": kMark, "len": kLen, "ttl": kTTL, "after": kAfter, "reply": kReply,
+	"seq": kSeq, "ack": kAck, "win": kWin,
 }
 
-const specKeyList = "proto, src, dst, sport, dport, type, code, id, in, flags, mark, len, ttl, after, reply"
+const specKeyList = "proto, src, dst, sport, dport, type, code, id, in, flags, mark, len, ttl, after, reply, seq, ack, win"
 
 // packetSpec is a parsed spec; set records which keys were given.
 type packetSpec struct {
@@ -63,6 +67,8 @@ type packetSpec struct {
 	ttl        uint8
 	after      time.Duration
 	reply      int
+	seq, ack   uint32
+	win        uint16
 	text       string // the spec as given, for messages
 	sourceLine int    // line in --packets, 0 for an argument
 	origin     string // where the spec came from, for messages
@@ -198,6 +204,16 @@ func parseSpec(text string) (packetSpec, error) {
 				return s, specErr(tok, "bad delay: expected seconds ≥ 0, e.g. 0.5 or 30")
 			}
 			s.after = time.Duration(f * float64(time.Second))
+		case kSeq, kAck:
+			var n uint64
+			n, err = parseUintTok(tok, v, math.MaxUint32, "TCP sequence number 0-4294967295")
+			if key == kSeq {
+				s.seq = uint32(n)
+			} else {
+				s.ack = uint32(n)
+			}
+		case kWin:
+			s.win, err = parseUint16(tok, v, "TCP window")
 		case kReply:
 			var n uint64
 			n, err = parseUintTok(tok, v, 1<<31, "packet number ≥ 1")
@@ -243,8 +259,8 @@ func (s *packetSpec) checkProtoKeys(proto uint8, dst netip.Addr) error {
 			return specErr(tok, "%s= needs proto tcp, udp, sctp or udplite, not %s", k, protoName(proto))
 		case key&(kType|kCode|kID) != 0 && !isICMP(proto):
 			return specErr(tok, "%s= needs proto icmp or icmpv6, not %s", k, protoName(proto))
-		case key == kFlags && proto != netfilter.ProtoTCP:
-			return specErr(tok, "flags= needs proto tcp, not %s", protoName(proto))
+		case key&(kFlags|kSeq|kAck|kWin) != 0 && proto != netfilter.ProtoTCP:
+			return specErr(tok, "%s= needs proto tcp, not %s", k, protoName(proto))
 		case key == kProto && proto == netfilter.ProtoICMP && dst.Is6():
 			return specErr(tok, "icmp with an IPv6 destination: use proto=icmpv6")
 		case key == kProto && proto == netfilter.ProtoICMPv6 && dst.Is4():
@@ -366,6 +382,90 @@ func l4Header(p uint8) int {
 	return 0
 }
 
+// TCP numbers of packets whose spec leaves them out: a segment continues
+// the sequence space of its direction of the flow, and a reply starts its
+// own, so a handshake written as specs (flags=S; reply=1; flags=A)
+// passes conntrack's window check as the kernel lab's frames do.
+const (
+	// defaultISN is the first sequence number of a flow's original
+	// direction; replyISN that of its reply direction.
+	defaultISN uint32 = 1000
+	replyISN   uint32 = 5000
+	// defaultWindow is the window field (Linux's initial 64240).
+	defaultWindow uint16 = 64240
+)
+
+// tcpNext is the sequence number after segment p: its payload, plus one
+// for SYN and one for FIN.
+func tcpNext(p netfilter.Packet) uint32 {
+	hdr := 20 + 20
+	if p.Family == netfilter.IPv6 {
+		hdr = 40 + 20
+	}
+	n := uint32(max(p.Length-hdr, 0))
+	if p.TCPFlags&netfilter.SYN != 0 {
+		n++
+	}
+	if p.TCPFlags&netfilter.FIN != 0 {
+		n++
+	}
+	return p.Seq + n
+}
+
+type flow struct {
+	src, dst     netip.Addr
+	sport, dport uint16
+}
+
+func flowOf(p netfilter.Packet) flow { return flow{p.Src, p.Dst, p.SrcPort, p.DstPort} }
+func (f flow) reverse() flow         { return flow{f.dst, f.src, f.dport, f.sport} }
+
+// numberTCP fills seq=, ack= and win= or their defaults. Without seq=,
+// a segment continues the latest earlier one of its direction (as it
+// entered the node), else it starts at defaultISN (replyISN for reply=N).
+// Without ack=, a segment with ACK acknowledges everything of the latest
+// earlier segment of the other direction (as it left the node: that is
+// what this side saw), packet N for reply=N.
+func (s *packetSpec) numberTCP(p *netfilter.Packet, prior []outcome) {
+	p.Window = defaultWindow
+	if s.set&kWin != 0 {
+		p.Window = s.win
+	}
+	f := flowOf(*p)
+	var same, back *netfilter.Packet
+	for i := len(prior) - 1; i >= 0 && (same == nil || back == nil); i-- {
+		o := &prior[i]
+		if o.input.Proto != netfilter.ProtoTCP {
+			continue
+		}
+		if same == nil && flowOf(o.input) == f {
+			same = &o.input
+		}
+		if back == nil && flowOf(o.res.Packet).reverse() == f {
+			back = &o.res.Packet // NAT keeps the numbers
+		}
+	}
+	if s.set&kReply != 0 {
+		back = &prior[s.reply-1].res.Packet
+	}
+	switch {
+	case s.set&kSeq != 0:
+		p.Seq = s.seq
+	case same != nil:
+		p.Seq = tcpNext(*same)
+	case s.set&kReply != 0:
+		p.Seq = replyISN
+	default:
+		p.Seq = defaultISN
+	}
+	switch {
+	case s.set&kAck != 0:
+		p.Ack = s.ack
+	case back != nil && p.TCPFlags&netfilter.ACK != 0:
+		p.Ack = tcpNext(*back)
+	}
+}
+
 // outcome is one packet's run: its spec, where it came in, and the result.
 type outcome struct {
 	n     int
@@ -481,6 +581,9 @@ func (s *packetSpec) resolve(n int, prior []outcome, host *netfilter.Host) (netf
 	p.Length = hdr + l4Header(p.Proto) + s.payload
 	if p.Family == netfilter.IPv4 && p.Length > 65535 || p.Length-40 > 65535 {
 		return p, "", specErr("len="+strconv.Itoa(s.payload), "packet too long: IP total length %d exceeds 65535", p.Length)
+	}
+	if p.Proto == netfilter.ProtoTCP {
+		s.numberTCP(&p, prior)
 	}
 	if in != "" {
 		// Every Linux host has lo, even when the snapshot leaves it out.

@@ -29,7 +29,7 @@ func TestResolveDefaults(t *testing.T) {
 		in   string
 	}{
 		{"in=eth0 src=192.168.10.2 dst=192.168.10.1", 3, netfilter.Packet{Family: netfilter.IPv4, Proto: 6,
-			Src: a("192.168.10.2"), Dst: a("192.168.10.1"), SrcPort: 40003, DstPort: 80, TCPFlags: netfilter.SYN, TTL: 64, Length: 40}, "eth0"},
+			Src: a("192.168.10.2"), Dst: a("192.168.10.1"), SrcPort: 40003, DstPort: 80, TCPFlags: netfilter.SYN, TTL: 64, Length: 40, Seq: 1000, Window: 64240}, "eth0"},
 		{"proto=udp dst=8.8.8.8 dport=53 len=32 mark=0x10 ttl=5", 1, netfilter.Packet{Family: netfilter.IPv4, Proto: 17,
 			Dst: a("8.8.8.8"), SrcPort: 40001, DstPort: 53, TTL: 5, Length: 20 + 8 + 32, Mark: 0x10}, ""},
 		{"proto=icmp in=local dst=192.168.10.7", 2, netfilter.Packet{Family: netfilter.IPv4, Proto: 1,
@@ -37,7 +37,7 @@ func TestResolveDefaults(t *testing.T) {
 		{"proto=icmpv6 type=echo-reply id=9 code=0 src=fd00::2 dst=fd00::1 in=eth1", 1, netfilter.Packet{Family: netfilter.IPv6, Proto: 58,
 			Src: a("fd00::2"), Dst: a("fd00::1"), ICMPType: 129, ICMPID: 9, TTL: 64, Length: 48}, "eth1"},
 		{"dst=fd00::9 sport=1 dport=2 flags=FA", 1, netfilter.Packet{Family: netfilter.IPv6, Proto: 6,
-			Dst: a("fd00::9"), SrcPort: 1, DstPort: 2, TCPFlags: netfilter.FIN | netfilter.ACK, TTL: 64, Length: 60}, ""},
+			Dst: a("fd00::9"), SrcPort: 1, DstPort: 2, TCPFlags: netfilter.FIN | netfilter.ACK, TTL: 64, Length: 60, Seq: 1000, Window: 64240}, ""},
 		{"proto=sctp dst=10.0.0.1 flags=none", 1, netfilter.Packet{}, ""}, // refused below: flags on sctp
 		{"proto=47 dst=10.0.0.1", 1, netfilter.Packet{Family: netfilter.IPv4, Proto: 47, Dst: a("10.0.0.1"), TTL: 64, Length: 20}, ""},
 	} {
@@ -112,9 +112,9 @@ func TestResolveReply(t *testing.T) {
 		err  string
 	}{
 		{"reply=1", netfilter.Packet{Family: netfilter.IPv4, Proto: 6, Src: a("10.0.0.5"), Dst: a("192.168.10.2"),
-			SrcPort: 80, DstPort: 40001, TCPFlags: netfilter.SYN | netfilter.ACK, TTL: 64, Length: 40}, "eth1", ""},
+			SrcPort: 80, DstPort: 40001, TCPFlags: netfilter.SYN | netfilter.ACK, TTL: 64, Length: 40, Seq: 5000, Ack: 1, Window: 64240}, "eth1", ""},
 		{"reply=1 flags=A len=10 in=eth0", netfilter.Packet{Family: netfilter.IPv4, Proto: 6, Src: a("10.0.0.5"), Dst: a("192.168.10.2"),
-			SrcPort: 80, DstPort: 40001, TCPFlags: netfilter.ACK, TTL: 64, Length: 50}, "eth0", ""},
+			SrcPort: 80, DstPort: 40001, TCPFlags: netfilter.ACK, TTL: 64, Length: 50, Seq: 5000, Ack: 1, Window: 64240}, "eth0", ""},
 		{"reply=2", netfilter.Packet{Family: netfilter.IPv4, Proto: 1, Src: a("192.168.10.2"), Dst: a("192.168.10.1"),
 			ICMPType: 0, ICMPID: 2, TTL: 64, Length: 28}, "eth0", ""},
 		{"reply=4", netfilter.Packet{Family: netfilter.IPv4, Proto: 17, Src: a("192.168.10.1"), Dst: a("192.168.10.2"),
@@ -194,4 +194,53 @@ func FuzzParseSpec(f *testing.F) {
 			t.Fatalf("length %d out of range for %q", p.Length, s)
 		}
 	})
+}
+
+// TestResolveTCPNumbers runs a handshake written as specs through a
+// node and checks the numbers the kernel lab's frames carry (SYN seq
+// 1000; SYN-ACK seq 5000 ack 1001; ACK seq 1001 ack 5001), then a data
+// segment and explicit keys.
+func TestResolveTCPNumbers(t *testing.T) {
+	h := testHost(t)
+	var prior []outcome
+	run := func(spec string) netfilter.Packet {
+		t.Helper()
+		s, err := parseSpec(spec)
+		require.NoError(t, err, spec)
+		p, in, err := s.resolve(len(prior)+1, prior, h)
+		require.NoError(t, err, spec)
+		var res netfilter.Result
+		if in == "" {
+			res = h.Send(p)
+		} else {
+			res = h.Receive(in, p)
+		}
+		prior = append(prior, outcome{n: len(prior) + 1, spec: s, in: in, input: p, res: res})
+		return p
+	}
+	type nums struct {
+		Seq, Ack uint32
+		Win      uint16
+	}
+	of := func(p netfilter.Packet) nums { return nums{p.Seq, p.Ack, p.Window} }
+	assert.Equal(t, nums{1000, 0, 64240}, of(run("in=eth0 src=192.168.10.2 dst=192.168.10.1 sport=40001 dport=22 flags=S")))
+	assert.Equal(t, nums{5000, 1001, 64240}, of(run("reply=1")))
+	assert.Equal(t, nums{1001, 5001, 64240}, of(run("in=eth0 src=192.168.10.2 dst=192.168.10.1 sport=40001 dport=22 flags=A")))
+	assert.Equal(t, nums{1001, 5001, 64240}, of(run("in=eth0 src=192.168.10.2 dst=192.168.10.1 sport=40001 dport=22 flags=PA len=100")))
+	assert.Equal(t, nums{5001, 1101, 502}, of(run("reply=4 flags=A win=502")))
+	assert.Equal(t, nums{7, 8, 64240}, of(run("in=eth0 src=192.168.10.2 dst=192.168.10.1 sport=40001 dport=22 flags=A seq=7 ack=8")))
+	assert.Equal(t, nums{1000, 0, 64240}, of(run("in=eth0 src=192.168.10.2 dst=192.168.10.1 sport=40002 dport=22 flags=S")), "another flow")
+}
+
+func TestParseSpecTCPNumbersErrors(t *testing.T) {
+	for _, tc := range []struct{ spec, want string }{
+		{"dst=10.0.0.1 seq=4294967296", `bad value: expected TCP sequence number 0-4294967295 at "seq=4294967296"`},
+		{"dst=10.0.0.1 ack=-1", `bad value: expected TCP sequence number 0-4294967295 at "ack=-1"`},
+		{"dst=10.0.0.1 win=65536", `bad value: expected TCP window 0-65535 at "win=65536"`},
+		{"proto=udp dst=10.0.0.1 seq=1", `seq= needs proto tcp, not udp at "seq=1"`},
+	} {
+		_, err := parseSpec(tc.spec)
+		require.Error(t, err, tc.spec)
+		assert.Equal(t, tc.want, err.Error(), tc.spec)
+	}
 }

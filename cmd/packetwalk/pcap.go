@@ -21,7 +21,7 @@ import (
 )
 
 var pcapCmd = command{
-	usage: "packetwalk pcap [node input] -r IN.pcap|IN.pcapng [--in IFACE] -w OUT_PREFIX",
+	usage: "packetwalk pcap [node input] -r IN.pcap|IN.pcapng [--in IFACE|local] -w OUT_PREFIX",
 	about: `
 Runs every packet of a capture file through one simulated node, in order
 (conntrack state carries over, and the clock follows the capture's
@@ -30,24 +30,37 @@ OUT_PREFIX-IFACE.pcap (Ethernet link type, original timestamps).
 REJECT's replies (TCP reset, ICMP error) go to the file of the interface
 the rejected packet came in on.
 
--r reads pcap (microsecond or nanosecond, optionally gzipped) or pcapng,
-with Ethernet or raw IP link types ('-' = stdin). A packet's receiving
+-r reads pcap (microsecond or nanosecond) or pcapng, either one plain or
+gzipped, with Ethernet or raw IP link types ('-' = stdin). A packet's receiving
 interface is --in IFACE, or else the name in the pcapng interface block
 it was captured on ('tcpdump -i eth0 -w', 'dumpcap -i eth0 -i eth1'). A
 capture of 'tcpdump -i any' (Linux cooked link type) is refused: capture
-on each interface instead.
+on each interface instead. '--in local' says every packet is sent by a
+local process: it crosses OUTPUT and POSTROUTING (and, to a local
+address, PREROUTING and INPUT on lo) instead of arriving on an
+interface; packets of a pcapng interface named lo are sent locally too,
+since lo only carries what the host itself sends. A REJECT reply to a
+locally sent packet goes to OUT_PREFIX-lo.pcap.
+
+When a rule needs conntrack, fragments are reassembled before the hooks
+as the kernel does: a fragment that does not complete its packet is
+counted as held, and the reassembled packet leaves cut along the
+fragments it was made of.
 
 Ethernet addresses are copied from the input frame (the node's neighbours
 are not modelled; a REJECT reply swaps them); raw IP packets leave with
 zero Ethernet addresses. Frames are written without Ethernet padding, as
-a capture of the kernel's transmit path shows them. Frames that are not IPv4 or IPv6 (ARP, LLDP...)
-do not reach netfilter: they are counted as skipped.
+a capture of the kernel's transmit path shows them. Frames that are not
+IPv4 or IPv6 (ARP, LLDP...) do not reach netfilter: they are counted as
+skipped.
 
 The summary (packets read, count per disposition, files written) goes to
 stdout, a progress line to stderr every 10000 packets. A frame that
-cannot be decoded stops the run with its packet number, its byte offset
-in the file (pcap) and the offending byte in the frame; output files are
-written to temporary files and renamed only when the whole capture ran.
+cannot be decoded, or a damaged record or block, stops the run with its
+packet number, its byte offset in the file (of the record's frame in a
+pcap, of the block in a pcapng; "decompressed byte N" in a gzipped
+file) and the offending byte in the frame; output files are written to
+temporary files and renamed only when the whole capture ran.
 ` + nodeFlagsHelp,
 	examples: `  packetwalk pcap --node ./node1 -r eth0.pcap --in eth0 -w out
       (writes out-eth1.pcap, out-cali7.pcap, ...)
@@ -85,7 +98,7 @@ func runPcap(c *cmdEnv, args []string) error {
 	if *prefix == "" {
 		return usagef("missing -w OUT_PREFIX: where to write the output files")
 	}
-	if *inIface != "" {
+	if *inIface != "" && !isLocalIface(*inIface) {
 		if err := checkIfaceName(*inIface); err != nil {
 			return usagef("--in: %v", err)
 		}
@@ -97,7 +110,7 @@ func runPcap(c *cmdEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *inIface != "" && nd.host.Interface(*inIface) == nil {
+	if *inIface != "" && !isLocalIface(*inIface) && nd.host.Interface(*inIface) == nil {
 		return fmt.Errorf("--in %s: the node has no such interface (add it with --addr or --iface)", *inIface)
 	}
 
@@ -145,7 +158,7 @@ type pcapRun struct {
 	eth     []byte
 	read    int
 	skipped int
-	byDisp  [5]int
+	byDisp  [6]int
 	emitted int
 	started bool
 	last    time.Time // the latest timestamp, which the clock follows
@@ -192,7 +205,7 @@ func (p *pcapRun) packet(n int, data []byte, ci capInfo) error {
 	where := func() string {
 		s := fmt.Sprintf("%s: packet %d", p.name, n)
 		if ci.offset >= 0 {
-			s += fmt.Sprintf(" (file byte %d)", ci.offset)
+			s += fmt.Sprintf(" (%s %d)", ci.where, ci.offset)
 		}
 		return s
 	}
@@ -202,7 +215,7 @@ func (p *pcapRun) packet(n int, data []byte, ci capInfo) error {
 		if iface == "" {
 			return fmt.Errorf("%s: no interface name (a pcap file, or a pcapng interface block without if_name): give --in IFACE", where())
 		}
-		if p.nd.host.Interface(iface) == nil {
+		if !isLocalIface(iface) && p.nd.host.Interface(iface) == nil {
 			return fmt.Errorf("%s: captured on %q, which the node does not have (add it with --addr or --iface, or give --in IFACE)", where(), iface)
 		}
 	}
@@ -229,7 +242,14 @@ func (p *pcapRun) packet(n int, data []byte, ci capInfo) error {
 		p.last, p.started = ci.ts, true
 	}
 
-	res, err := p.fh.ReceiveFrame(iface, data)
+	local := isLocalIface(iface)
+	var res netfilter.FrameResult
+	var err error
+	if local {
+		res, err = p.fh.SendFrame(data)
+	} else {
+		res, err = p.fh.ReceiveFrame(iface, data)
+	}
 	if err != nil {
 		msg := err.Error()
 		if ci.capLen < ci.origLen {
@@ -240,7 +260,15 @@ func (p *pcapRun) packet(n int, data []byte, ci capInfo) error {
 	if d := int(res.Disposition); d < len(p.byDisp) {
 		p.byDisp[d]++
 	}
-	if res.Frame != nil {
+	switch {
+	case res.Fragments != nil:
+		// Reassembled for conntrack, it leaves as fragments again.
+		for _, f := range res.Fragments {
+			if err := p.write(res.Packet.Out, ci, f, false); err != nil {
+				return err
+			}
+		}
+	case res.Frame != nil:
 		if err := p.write(res.Packet.Out, ci, res.Frame, false); err != nil {
 			return err
 		}
@@ -249,6 +277,9 @@ func (p *pcapRun) packet(n int, data []byte, ci capInfo) error {
 		out := res.Result.Emitted[i].Out
 		if out == "" {
 			out = iface
+			if local {
+				out = "lo" // the reply goes back to the local sender
+			}
 		}
 		p.emitted++
 		if err := p.write(out, ci, f, true); err != nil {
@@ -279,6 +310,11 @@ func trimPadding(f []byte) []byte {
 	}
 	return f
 }
+
+// isLocalIface reports whether a capture's interface means "sent by a
+// local process": --in local, or a capture on lo, which only carries
+// packets the host itself sent (each appears once, on its way out).
+func isLocalIface(name string) bool { return name == "local" || name == "lo" }
 
 func isIPEtherType(t uint16) bool   { return t == 0x0800 || t == 0x86dd }
 func isVLANEtherType(t uint16) bool { return t == 0x8100 || t == 0x88a8 }
@@ -403,6 +439,9 @@ func (p *pcapRun) writeSummary(c *cmdEnv) {
 	fmt.Fprintf(b, "packets read: %d (%s)\n", p.read, p.name)
 	for d := netfilter.Delivered; d <= netfilter.Rejected; d++ {
 		fmt.Fprintf(b, "%s: %d\n", d, p.byDisp[d])
+	}
+	if n := p.byDisp[netfilter.Held]; n > 0 {
+		fmt.Fprintf(b, "held (fragments queued for reassembly): %d\n", n)
 	}
 	fmt.Fprintf(b, "skipped (not IP): %d\n", p.skipped)
 	fmt.Fprintf(b, "emitted: %d\n", p.emitted)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -221,6 +223,57 @@ var clientPackets = []pkt{
 	{in: "eth0", proto: "icmp", src: "192.168.10.2", dst: "192.168.10.1", at: 6 * time.Second},
 }
 
+// localPackets are sent by the node itself (pcap --in local): a SYN to
+// the pod out eth1, a ping to its own address (through lo), a DNS query
+// to the client out eth0, and a SYN to port 25 of the pod, which leaves
+// because only FORWARD drops port 25.
+var localPackets = []pkt{
+	{proto: "tcp", src: "10.244.1.1", dst: "10.244.1.5", sport: 40020, dport: 80, flags: "S", at: time.Second},
+	{proto: "icmp", src: "192.168.10.1", dst: "192.168.10.1", at: 2 * time.Second},
+	{proto: "udp", src: "192.168.10.1", dst: "192.168.10.2", sport: 40021, dport: 53, payload: 8, at: 3 * time.Second},
+	{proto: "tcp", src: "10.244.1.1", dst: "10.244.1.5", sport: 40022, dport: 25, flags: "S", at: 4 * time.Second},
+}
+
+// cutIPv4 cuts the IPv4 packet of an Ethernet frame into fragments, each
+// {data offset, data length, more fragments}.
+func cutIPv4(whole []byte, cuts [][3]int) [][]byte {
+	hl := int(whole[14]&0xf) * 4
+	data := whole[14+hl:]
+	var out [][]byte
+	for _, c := range cuts {
+		f := append(append([]byte(nil), whole[:14+hl]...), data[c[0]:c[0]+c[1]]...)
+		ip := f[14:]
+		binary.BigEndian.PutUint16(ip[2:], uint16(hl+c[1]))
+		binary.BigEndian.PutUint16(ip[6:], uint16(c[0]/8)|uint16(c[2])<<13)
+		ip[10], ip[11] = 0, 0
+		var sum uint32
+		for i := 0; i < hl; i += 2 {
+			sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+		}
+		for sum > 0xffff {
+			sum = sum&0xffff + sum>>16
+		}
+		binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+		out = append(out, f)
+	}
+	return out
+}
+
+// pcapngBlockAt returns the file byte of the n-th (1-based) enhanced
+// packet block of a little-endian pcapng file.
+func pcapngBlockAt(t *testing.T, data []byte, n int) int {
+	t.Helper()
+	for at := 0; at+8 <= len(data); at += int(binary.LittleEndian.Uint32(data[at+4:])) {
+		if binary.LittleEndian.Uint32(data[at:]) == 6 {
+			if n--; n == 0 {
+				return at
+			}
+		}
+	}
+	t.Fatalf("no packet block %d", n)
+	return 0
+}
+
 // twoIfacePackets are a pcapng capture on eth0 and eth1: the DNATed SYN,
 // the pod's SYN-ACK (un-DNATed back out eth0), the client's ACK, and a
 // DNS query of the pod forwarded out eth0.
@@ -272,6 +325,63 @@ func TestPcapGolden(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "in.pcap"), data[:len(data)-10], 0o644))
 		}, []string{"-r", "$DIR/in.pcap", "--in", "eth0", "-w", "$DIR/out"}},
 		{"usage-pcap-no-w", nil, []string{"-r", "in.pcap"}},
+		{"pcap-local", func(t *testing.T, dir string) {
+			pcapOf(t, filepath.Join(dir, "in.pcap"), layers.LinkTypeEthernet, localPackets)
+		}, []string{"-r", "$DIR/in.pcap", "--in", "local", "-w", "$DIR/out"}},
+		{"pcap-pcapng-lo", func(t *testing.T, dir string) {
+			pcapngOf(t, filepath.Join(dir, "in.pcapng"), []pkt{
+				{in: "lo", proto: "tcp", src: "192.168.10.1", dst: "192.168.10.2", sport: 40010, dport: 23, flags: "S", at: time.Second},
+				{in: "eth0", proto: "tcp", src: "192.168.10.2", dst: "10.244.1.5", sport: 40011, dport: 23, flags: "S", at: 2 * time.Second},
+			})
+		}, []string{"-r", "$DIR/in.pcapng", "-w", "$DIR/out"}},
+		{"pcap-fragments", func(t *testing.T, dir string) {
+			whole := buildPkt(t, pkt{in: "eth0", proto: "udp", src: "192.168.10.2", dst: "10.244.1.5", sport: 40000, dport: 9999, payload: 1400}, true)
+			frags := cutIPv4(whole, [][3]int{{1200, 208, 0}, {0, 400, 1}, {400, 800, 1}})
+			writePcap(t, filepath.Join(dir, "in.pcap"), layers.LinkTypeEthernet, frags, []time.Duration{0, time.Millisecond, 2 * time.Millisecond})
+		}, []string{"-r", "$DIR/in.pcap", "--in", "eth0", "-w", "$DIR/out"}},
+		{"err-pcapng-truncated-block", func(t *testing.T, dir string) {
+			path := filepath.Join(dir, "in.pcapng")
+			pcapngOf(t, path, twoIfacePackets)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(path, data[:len(data)-10], 0o644))
+		}, []string{"-r", "$DIR/in.pcapng", "-w", "$DIR/out"}},
+		{"err-pcapng-bad-block-length", func(t *testing.T, dir string) {
+			path := filepath.Join(dir, "in.pcapng")
+			pcapngOf(t, path, twoIfacePackets)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			at := pcapngBlockAt(t, data, 2) // the second packet's block
+			data[at+4], data[at+5], data[at+6], data[at+7] = 7, 0, 0, 0
+			require.NoError(t, os.WriteFile(path, data, 0o644))
+		}, []string{"-r", "$DIR/in.pcapng", "-w", "$DIR/out"}},
+		{"pcap-pcapng-gzip", func(t *testing.T, dir string) {
+			path := filepath.Join(dir, "in.pcapng")
+			pcapngOf(t, path, twoIfacePackets)
+			gzipFile(t, path, 0)
+		}, []string{"-r", "$DIR/in.pcapng.gz", "-w", "$DIR/sim"}},
+		{"err-pcapng-gzip-bad-block-length", func(t *testing.T, dir string) {
+			path := filepath.Join(dir, "in.pcapng")
+			pcapngOf(t, path, twoIfacePackets)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			at := pcapngBlockAt(t, data, 2)
+			data[at+4], data[at+5], data[at+6], data[at+7] = 7, 0, 0, 0
+			require.NoError(t, os.WriteFile(path, data, 0o644))
+			gzipFile(t, path, 0)
+		}, []string{"-r", "$DIR/in.pcapng.gz", "-w", "$DIR/out"}},
+		{"err-pcap-gzip-truncated", func(t *testing.T, dir string) {
+			path := filepath.Join(dir, "in.pcap")
+			pcapOf(t, path, layers.LinkTypeEthernet, clientPackets[:2])
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			var gz bytes.Buffer
+			zw := gzip.NewWriter(&gz)
+			_, err = zw.Write(data[:len(data)-10])
+			require.NoError(t, err)
+			require.NoError(t, zw.Close())
+			require.NoError(t, os.WriteFile(path+".gz", gz.Bytes(), 0o644))
+		}, []string{"-r", "$DIR/in.pcap.gz", "--in", "eth0", "-w", "$DIR/out"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -462,4 +572,17 @@ func TestPcapNanos(t *testing.T) {
 	_, ci, err := r.ReadPacketData()
 	require.NoError(t, err)
 	assert.Equal(t, ts, ci.Timestamp.UTC())
+}
+
+// gzipFile writes path.gz holding path's content less its last cut bytes.
+func gzipFile(t *testing.T, path string, cut int) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, err = zw.Write(data[:len(data)-cut])
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	require.NoError(t, os.WriteFile(path+".gz", gz.Bytes(), 0o644))
 }

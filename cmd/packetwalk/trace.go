@@ -30,6 +30,14 @@ A PACKET is one argument of space-separated key=value tokens:
                         local process through OUTPUT
   flags=S|SA|A|FA|R|PA|none   TCP flags as letters (default S)
   mark=N  len=PAYLOAD  ttl=N (default 64)  after=SECONDS (advance the clock)
+  seq=N ack=N win=N   TCP sequence and acknowledgement numbers (0-4294967295)
+            and window (0-65535). Defaults: seq continues the latest earlier
+            segment of the same direction of the flow (its seq plus payload,
+            plus 1 for SYN and 1 for FIN), else 1000, or 5000 for reply=N;
+            ack, only when flags has A, acknowledges all of the latest
+            earlier segment of the other direction as it left the node
+            (packet N for reply=N), else 0; win 64240. So flags=S, reply=1,
+            flags=A passes conntrack's window check.
   reply=N   the reply to packet N as it left: addresses and ports swapped,
             echo request turned into echo reply, SA answering S and A
             otherwise, arriving on N's out interface; other keys override

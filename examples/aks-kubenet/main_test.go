@@ -54,7 +54,7 @@ func TestProbabilities(t *testing.T) {
 		assert.Zero(t, o.Probability.Rat().Cmp(want[dst]), "%s: %s", dst, o.Probability)
 		assert.NotZero(t, o.Probability.Rat().Cmp(big.NewRat(1, 3)), "not a third")
 		assert.Equal(t, ClientPod, o.Result.Packet.Src.String(), "pod source: no masquerade")
-		assert.False(t, story.Matched(o.Result, netfilter.NAT, "KUBE-SERVICES", 1), "no KUBE-MARK-MASQ from inside the pod CIDR")
+		assert.False(t, story.Matched(*o.Result, netfilter.NAT, "KUBE-SERVICES", 1), "no KUBE-MARK-MASQ from inside the pod CIDR")
 	}
 
 	require.NoError(t, loadProxy(node, "aks-nodepool1-27511634-vmss000000", "10.100.0.0/16", nginx(KubenetIP, twoPods...)))

@@ -72,7 +72,7 @@ func TestClusterPolicy(t *testing.T) {
 	require.Len(t, outs, 2)
 	pods := map[string]int{"10.13.76.26:80": 1, "10.13.76.7:80": 2}
 	for _, o := range outs {
-		r := o.Result
+		r := *o.Result
 		assert.Zero(t, o.Probability.Rat().Cmp(big.NewRat(1, 2)))
 		dst := netip.AddrPortFrom(r.Packet.Dst, r.Packet.DstPort).String()
 		require.Contains(t, pods, dst)
@@ -117,8 +117,8 @@ func TestLocalPolicy(t *testing.T) {
 		assert.Zero(t, o.Probability.Rat().Cmp(big.NewRat(1, 2)))
 		assert.Equal(t, Laptop2, o.Result.Packet.Src.String(), "client IP preserved")
 		assert.Zero(t, o.Result.Packet.Mark)
-		assert.True(t, story.Matched(o.Result, netfilter.NAT, FWChain, 1))
-		assert.False(t, story.Matched(o.Result, netfilter.NAT, "KUBE-MARK-MASQ", 1))
+		assert.True(t, story.Matched(*o.Result, netfilter.NAT, FWChain, 1))
+		assert.False(t, story.Matched(*o.Result, netfilter.NAT, "KUBE-MARK-MASQ", 1))
 	}
 	hops, err := connect(n, io.Discard, Laptop2, VIPLocal, 57675)
 	require.NoError(t, err)

@@ -155,7 +155,7 @@ func New(n int) (*Setup, error) {
 // SYN is a new connection from the client to service svc.
 func SYN(svc int, sport uint16) netfilter.Packet {
 	return netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP, Src: Client, Dst: ServiceIP(svc),
-		SrcPort: sport, DstPort: servePort, TCPFlags: netfilter.SYN, TTL: 64, Length: 60}
+		SrcPort: sport, DstPort: servePort, TCPFlags: netfilter.SYN, TTL: 64, Length: 60, Window: 64240}
 }
 
 // LoadBench measures installing (parsing and compiling) the rules of s on
@@ -230,7 +230,7 @@ func Establish(s *Setup, sport uint16) (netfilter.Packet, error) {
 	}
 	out := res.Packet
 	reply := netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP, Src: out.Dst, Dst: out.Src,
-		SrcPort: out.DstPort, DstPort: out.SrcPort, TCPFlags: netfilter.SYN | netfilter.ACK, TTL: 64, Length: 60}
+		SrcPort: out.DstPort, DstPort: out.SrcPort, TCPFlags: netfilter.SYN | netfilter.ACK, TTL: 64, Length: 60, Window: 64240}
 	if r := h.Receive("eth1", reply); r.Disposition != netfilter.Forwarded {
 		return syn, fmt.Errorf("SYN-ACK: %v (%s)", r.Disposition, r.Reason)
 	}

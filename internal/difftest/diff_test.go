@@ -78,6 +78,12 @@ func runCase(lab *kerneltest.Lab, c genCase, st *caseStats) (caseResult, error) 
 		if st != nil {
 			st.disp[so.Result.Disposition].Add(1)
 			st.frames.Add(int64(len(kf)))
+			if p.Perturb != "" {
+				st.perturbed.Add(1)
+				if so.Result.Conn == nil {
+					st.perturbedNoConn.Add(1)
+				}
+			}
 		}
 		fmt.Fprintf(&tr, "packet %d %s\n  packetwalk: %s at %s; frames %q; %s\n  kernel: frames %q refused=%v\n",
 			i+1, p, so.Result.Disposition, whereString(so.Result.Where), so.Frames, strings.Join(so.Notes, "; "), kf, refused)
@@ -117,6 +123,10 @@ func runCase(lab *kerneltest.Lab, c genCase, st *caseStats) (caseResult, error) 
 type caseStats struct {
 	disp   [5]atomic.Int64 // by netfilter.Disposition
 	frames atomic.Int64
+	// perturbed counts TCP segments moved out of the window, and
+	// perturbedNoConn those packetwalk left without a connection
+	// (INVALID, or conntrack not in use).
+	perturbed, perturbedNoConn atomic.Int64
 }
 
 func (s *caseStats) String() string {
@@ -124,7 +134,8 @@ func (s *caseStats) String() string {
 	for d := range s.disp {
 		parts = append(parts, fmt.Sprintf("%s %d", netfilter.Disposition(d), s.disp[d].Load()))
 	}
-	return fmt.Sprintf("packets: %s; frames captured %d", strings.Join(parts, ", "), s.frames.Load())
+	return fmt.Sprintf("packets: %s; frames captured %d; out-of-window TCP %d (%d without a connection)",
+		strings.Join(parts, ", "), s.frames.Load(), s.perturbed.Load(), s.perturbedNoConn.Load())
 }
 
 // kernelSend sends p into the lab. refused reports a locally generated

@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
 
@@ -45,10 +48,23 @@ type genPacket struct {
 	ICMPType   uint8
 	PayloadLen int
 	// Seq and Ack are the TCP sequence and acknowledgement numbers, kept
-	// consistent across a case's packets by assignSeqs: the kernel's TCP
-	// window tracking marks segments outside the window INVALID, which
-	// packetwalk does not model.
+	// consistent across a case's packets by assignSeqs and then, for some
+	// segments, pushed out of the window by perturbSeqs: conntrack's window
+	// tracking marks those INVALID or ignores them.
 	Seq, Ack uint32
+	// Window is the TCP window field; 0 means 64240 (the frame default)
+	// unless ZeroWindow.
+	Window     uint16
+	ZeroWindow bool
+	// TCP options: window scale, SACK permitted, and one SACK block ending
+	// at SACKEnd.
+	WScale    uint8
+	HasWScale bool
+	SACKPerm  bool
+	SACKEnd   uint32
+	HasSACK   bool
+	// Perturb names what perturbSeqs did to the segment, for transcripts.
+	Perturb string
 }
 
 func (p genPacket) String() string {
@@ -59,7 +75,19 @@ func (p genPacket) String() string {
 	s += fmt.Sprintf(" > %s", p.Dst)
 	switch p.Proto {
 	case "tcp":
-		s += fmt.Sprintf(":%d [%s]", p.DPort, p.Flags)
+		s += fmt.Sprintf(":%d [%s] seq=%d ack=%d win=%d", p.DPort, p.Flags, p.Seq, p.Ack, p.Window)
+		if p.HasWScale {
+			s += fmt.Sprintf(" wscale=%d", p.WScale)
+		}
+		if p.SACKPerm {
+			s += " sackperm"
+		}
+		if p.HasSACK {
+			s += fmt.Sprintf(" sack=%d", p.SACKEnd)
+		}
+		if p.Perturb != "" {
+			s += " (" + p.Perturb + ")"
+		}
 	case "udp":
 		s += fmt.Sprintf(":%d", p.DPort)
 	default:
@@ -335,7 +363,67 @@ func genPackets(t *rapid.T) []genPacket {
 		out = append(out, genFresh(t))
 	}
 	assignSeqs(out)
+	perturbSeqs(t, out)
 	return out
+}
+
+// perturbSeqs moves some TCP segments out of the window the other packets
+// keep to (old retransmissions, data far ahead, acks of unsent data, resets
+// off the expected sequence number), draws windows and window scales, and
+// adds SACK options, so that the window tracking is compared too.
+func perturbSeqs(t *rapid.T, ps []genPacket) {
+	for i := range ps {
+		p := &ps[i]
+		if p.Proto != "tcp" {
+			continue
+		}
+		hasAck := strings.Contains(p.Flags, "ACK")
+		if strings.Contains(p.Flags, "SYN") && rapid.IntRange(0, 2).Draw(t, "syn-opts") == 0 {
+			p.HasWScale = rapid.Bool().Draw(t, "has-wscale")
+			if p.HasWScale {
+				p.WScale = uint8(rapid.SampledFrom([]int{0, 2, 7, 14, 15}).Draw(t, "wscale"))
+			}
+			p.SACKPerm = rapid.Bool().Draw(t, "sack-perm")
+		}
+		p.Window = rapid.SampledFrom([]uint16{0, 0, 0, 1000, 100, 65535}).Draw(t, "window")
+		if hasAck && rapid.IntRange(0, 5).Draw(t, "has-sack") == 0 {
+			p.HasSACK = true
+			p.SACKEnd = p.Ack + rapid.SampledFrom([]uint32{0, 17, 100, 1 << 20}).Draw(t, "sack-delta")
+		}
+		if rapid.IntRange(0, 3).Draw(t, "perturb") != 0 {
+			continue
+		}
+		kinds := []string{"old", "ahead", "near", "edge"}
+		if hasAck {
+			kinds = append(kinds, "ack-ahead", "ack-old", "ack-zero")
+		}
+		if strings.Contains(p.Flags, "RST") {
+			kinds = append(kinds, "rst-off", "rst-back", "rst-zero")
+		}
+		p.Perturb = rapid.SampledFrom(kinds).Draw(t, "perturb-kind")
+		switch p.Perturb {
+		case "old":
+			p.Seq -= 100000
+		case "ahead":
+			p.Seq += 1 << 30
+		case "near":
+			p.Seq += 70000
+		case "edge":
+			p.Seq += 64240
+		case "ack-ahead":
+			p.Ack += rapid.SampledFrom([]uint32{1, 1000, 1 << 30}).Draw(t, "ack-ahead-by")
+		case "ack-old":
+			p.Ack -= rapid.SampledFrom([]uint32{1, 70000}).Draw(t, "ack-old-by")
+		case "ack-zero":
+			p.Ack = 0
+		case "rst-off":
+			p.Seq += 50
+		case "rst-back":
+			p.Seq -= 10
+		case "rst-zero":
+			p.Seq = 0
+		}
+	}
 }
 
 type endpoint struct {
@@ -367,9 +455,8 @@ func assignSeqs(ps []genPacket) {
 			p.Ack = next[[2]endpoint{peer, me}]
 			if _, spoke := next[[2]endpoint{me, peer}]; !spoke && strings.Contains(p.Flags, "RST") {
 				// A reset answering a connection attempt acknowledges its
-				// SYN only, as a real stack does; the kernel checks that
-				// ack in SYN_SENT, which packetwalk's conntrack does not
-				// model (it tracks no TCP windows).
+				// SYN only, as a real stack does (conntrack checks that
+				// ack in SYN_SENT).
 				if end, ok := synEnd[[2]endpoint{peer, me}]; ok {
 					p.Ack = end
 				}
@@ -385,10 +472,10 @@ func assignSeqs(ps []genPacket) {
 		if strings.Contains(p.Flags, "FIN") {
 			adv++
 		}
-		// Before the peer has answered, the kernel takes nothing but the
+		// Before the peer has answered, conntrack takes nothing but the
 		// first segment of a side into its window (a second segment in
 		// SYN_SENT is INVALID and ignored), so later ones do not move
-		// what the peer acknowledges; packetwalk tracks no windows.
+		// what the peer acknowledges.
 		_, peerSpoke := next[[2]endpoint{peer, me}]
 		if !ok || peerSpoke {
 			next[[2]endpoint{me, peer}] = seq + adv
@@ -476,4 +563,169 @@ func TestGeneratedRulesetsLoad(t *testing.T) {
 			simRun(h, p)
 		}
 	})
+}
+
+// windowCase is a scripted TCP exchange through the node, whose FORWARD
+// chain drops what conntrack marks INVALID; fwd says which packets the
+// kernel forwards.
+type windowCase struct {
+	name string
+	pkts []genPacket
+	fwd  []bool
+}
+
+// seg builds a TCP segment of the client (c) or the server (s) side of
+// the window cases.
+func seg(from Origin, flags string, seq, ack uint32, payload int) genPacket {
+	p := genPacket{From: from, Proto: "tcp", Src: clientIP, Dst: serverIP, SPort: 40000, DPort: 80, Flags: flags, Seq: seq, Ack: ack, PayloadLen: payload}
+	if from == FromServer {
+		p.Src, p.Dst, p.SPort, p.DPort = serverIP, clientIP, 80, 40000
+	}
+	return p
+}
+
+func windowCases() []windowCase {
+	const c, s = FromClient, FromServer
+	const ci, si = 1_000_000, 5_000_000 // initial sequence numbers
+	hs := []genPacket{seg(c, "SYN", ci, 0, 0), seg(s, "SYN,ACK", si, ci+1, 0), seg(c, "ACK", ci+1, si+1, 0)}
+	with := func(ps ...genPacket) []genPacket { return append(slices.Clone(hs), ps...) }
+	t3 := []bool{true, true, true}
+	fw := func(bs ...bool) []bool { return append(slices.Clone(t3), bs...) }
+	scaled := func(cs, ss int) []genPacket {
+		a, b := seg(c, "SYN", ci, 0, 0), seg(s, "SYN,ACK", si, ci+1, 0)
+		if cs >= 0 {
+			a.HasWScale, a.WScale = true, uint8(cs)
+		}
+		if ss >= 0 {
+			b.HasWScale, b.WScale = true, uint8(ss)
+		}
+		d := seg(c, "ACK", ci+1, si+1, 0)
+		d.Window = 1000
+		e := seg(s, "ACK", si+1, ci+1, 0)
+		e.Window = 1000
+		return []genPacket{a, b, d, e}
+	}
+	sackPerm := func() []genPacket {
+		a, b := seg(c, "SYN", ci, 0, 0), seg(s, "SYN,ACK", si, ci+1, 0)
+		a.SACKPerm, b.SACKPerm = true, true
+		return []genPacket{a, b, seg(c, "ACK", ci+1, si+1, 0), seg(c, "PSH,ACK", ci+1, si+1, 100)}
+	}
+	sack := func(p genPacket, end uint32) genPacket { p.HasSACK, p.SACKEnd = true, end; return p }
+	zero := func(p genPacket) genPacket { p.ZeroWindow = true; return p }
+	return []windowCase{
+		{"in window", with(seg(c, "PSH,ACK", ci+1, si+1, 100), seg(s, "ACK", si+1, ci+101, 0)), fw(true, true)},
+		{"seq far ahead", with(seg(c, "PSH,ACK", ci+1+1<<30, si+1, 10), seg(c, "PSH,ACK", ci+1, si+1, 10)), fw(false, true)},
+		{"seq just past the window", with(seg(c, "ACK", ci+1+64240+70000, si+1, 0)), fw(false)},
+		{"seq at the window's edge", with(seg(c, "ACK", ci+1+64240, si+1, 0)), fw(true)},
+		{"ack of unsent data", with(seg(c, "ACK", ci+1, si+2, 0)), fw(false)},
+		{"old ack is ignored", with(seg(c, "ACK", ci+1, si+1-70000, 0)), fw(true)},
+		{"old retransmission is ignored", with(seg(c, "PSH,ACK", ci+1, si+1, 100), seg(s, "ACK", si+1, ci+101, 0),
+			seg(c, "PSH,ACK", ci+101-64240-100, si+1, 10)), fw(true, true, true)},
+		{"RST out of window", with(seg(s, "ACK", si+1, ci+1, 0), seg(c, "RST", ci+1+1<<20, 0, 0), seg(c, "ACK", ci+1, si+1, 0)),
+			fw(true, false, true)},
+		{"RST below the acknowledged seq", with(seg(s, "ACK", si+1, ci+1, 0), seg(c, "RST", ci-10, 0, 0)), fw(true, false)},
+		{"RST in window, not exact, keeps the connection", with(seg(s, "ACK", si+1, ci+1, 0), seg(c, "RST", ci+51, 0, 0),
+			seg(c, "ACK", ci+1, si+1, 0)), fw(true, true, true)},
+		{"RST in window, not exact, gets the close timeout", with(seg(s, "ACK", si+1, ci+1, 0), seg(c, "RST", ci+51, 0, 0)),
+			fw(true, true)},
+		{"out-of-window FIN then RST shorten the timeout", with(seg(s, "ACK", si+1, ci+1, 0), seg(c, "FIN,ACK", ci+1+1<<30, si+1, 0),
+			seg(s, "RST", si+1+1<<30, 0, 0)), fw(true, false, false)},
+		{"SYN/ACK answering an ignored SYN resynchronises", with(seg(c, "SYN", 7_000_000, 0, 0), seg(s, "SYN,ACK", 9_000_000, 7_000_001, 0),
+			seg(c, "ACK", 7_000_001, 9_000_001, 0), seg(c, "PSH,ACK", 7_000_001, 9_000_001, 10)), fw(true, true, true, true)},
+		{"RST exact closes", with(seg(s, "ACK", si+1, ci+1, 0), seg(c, "RST", ci+1, 0, 0), seg(s, "ACK", si+1, ci+1, 0)),
+			fw(true, true, true)},
+		{"SYN/ACK with a wrong ack", []genPacket{seg(c, "SYN", ci, 0, 0), seg(s, "SYN,ACK", si, ci+7, 0), seg(s, "SYN,ACK", si, ci+1, 0)},
+			[]bool{true, false, true}},
+		{"RST,ACK answering a SYN", []genPacket{seg(c, "SYN", ci, 0, 0), seg(s, "RST,ACK", 0, ci+1, 0), seg(c, "ACK", ci+1, 1, 0)},
+			[]bool{true, true, true}},
+		{"RST,ACK with a wrong ack in SYN_SENT", []genPacket{seg(c, "SYN", ci, 0, 0), seg(s, "RST,ACK", 0, ci+9, 0)},
+			[]bool{true, false}},
+		{"scaled window", append(scaled(7, 7), seg(c, "ACK", ci+1+120000, si+1, 0)), []bool{true, true, true, true, true}},
+		{"scale on one SYN only", append(scaled(7, -1), seg(c, "ACK", ci+1+140000, si+1, 0)), []bool{true, true, true, true, false}},
+		{"scale 15 is 14", append(scaled(15, 15), seg(c, "ACK", ci+1+(1000<<14)-10, si+1, 0)), []bool{true, true, true, true, true}},
+		{"SACK within data seen", append(sackPerm(), sack(seg(s, "ACK", si+1, ci+1, 0), ci+101)), []bool{true, true, true, true, true}},
+		{"SACK beyond data seen", append(sackPerm(), sack(seg(s, "ACK", si+1, ci+1, 0), ci+500)), []bool{true, true, true, true, false}},
+		{"SACK without SACK_PERM", with(sack(seg(s, "ACK", si+1, ci+1, 0), ci+500)), fw(true)},
+		{"mid-stream pickup is liberal", []genPacket{seg(c, "ACK", 123456, 777, 0), seg(s, "ACK", 9, 1<<31, 0), seg(c, "ACK", 42, 7, 0)},
+			[]bool{true, true, true}},
+		{"retransmitted ACKs", with(seg(c, "ACK", ci+1, si+1, 0), seg(c, "ACK", ci+1, si+1, 0), seg(c, "ACK", ci+1, si+1, 0)),
+			fw(true, true, true)},
+		{"zero window", with(zero(seg(s, "ACK", si+1, ci+1, 0))), fw(true)},
+		{"unacknowledged data", with(seg(c, "PSH,ACK", ci+1, si+1, 100)), fw(true)},
+	}
+}
+
+const windowRules = `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A FORWARD -m conntrack --ctstate INVALID -j DROP
+COMMIT
+`
+
+// TestKernelTCPWindow sends scripted segments in and out of the window
+// through the kernel and packetwalk: the same segments must be forwarded,
+// and the conntrack tables must agree, timeouts included (within the
+// seconds the kernel's clock ran).
+func TestKernelTCPWindow(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{})
+	for _, wc := range windowCases() {
+		t.Run(wc.name, func(t *testing.T) {
+			require.Len(t, wc.pkts, len(wc.fwd))
+			require.NoError(t, lab.Reset(windowRules))
+			h := newSimHost()
+			require.NoError(t, h.Restore(netfilter.IPv4, []byte(windowRules), netfilter.RestoreOptions{}))
+			for i, p := range wc.pkts {
+				obs, _, err := kernelSend(lab, p)
+				require.NoError(t, err)
+				kf, so := kernelFrames(obs), simRun(h, p)
+				assert.Equal(t, kf, so.Frames, "packet %d %s", i+1, p)
+				assert.Equal(t, wc.fwd[i], len(kf) > 0, "packet %d %s: kernel forwarded", i+1, p)
+			}
+			kl, err := lab.Conntrack()
+			require.NoError(t, err)
+			t.Logf("kernel conntrack: %q", kl)
+			var sl []string
+			for _, e := range h.Conntrack().Entries() {
+				sl = append(sl, string(e.AppendText(nil, h.Clock().Now(), conntrack.Format{})))
+			}
+			assert.Equal(t, withoutTimeouts(kl), withoutTimeouts(sl), "conntrack")
+			kt, st := timeoutsOf(kl), timeoutsOf(sl)
+			if assert.Len(t, kt, len(st)) {
+				for i := range kt {
+					assert.InDelta(t, st[i], kt[i], 5, "timeout of %s", sl[i])
+				}
+			}
+		})
+	}
+}
+
+// withoutTimeouts sorts conntrack lines with the timeout field removed and
+// spaces collapsed.
+func withoutTimeouts(lines []string) []string {
+	out := []string{}
+	for _, l := range slices.Sorted(slices.Values(lines)) {
+		fs := strings.Fields(l)
+		if len(fs) > 3 {
+			fs = append(fs[:2:2], fs[3:]...)
+		}
+		out = append(out, strings.Join(fs, " "))
+	}
+	return out
+}
+
+// timeoutsOf returns the timeout field of each line, in line order sorted
+// like withoutTimeouts.
+func timeoutsOf(lines []string) []float64 {
+	var out []float64
+	for _, l := range slices.Sorted(slices.Values(lines)) {
+		fs := strings.Fields(l)
+		var v float64
+		if len(fs) > 2 {
+			_, _ = fmt.Sscan(fs[2], &v)
+		}
+		out = append(out, v)
+	}
+	return out
 }

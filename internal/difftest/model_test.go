@@ -27,7 +27,11 @@ func mustNoErr(err error) {
 // frameSpec is the kernel harness's view of p.
 func (p genPacket) frameSpec() kerneltest.FrameSpec {
 	s := kerneltest.FrameSpec{Proto: p.Proto, Src: p.Src, Dst: p.Dst, SrcPort: p.SPort, DstPort: p.DPort,
-		TCPFlags: p.Flags, Seq: p.Seq, Ack: p.Ack, ICMPType: p.ICMPType, PayloadLen: p.PayloadLen, ID: 7}
+		TCPFlags: p.Flags, Seq: p.Seq, Ack: p.Ack, ICMPType: p.ICMPType, PayloadLen: p.PayloadLen, ID: 7,
+		Window: p.Window, ZeroWindow: p.ZeroWindow, WScale: p.WScale, HasWScale: p.HasWScale, SACKPerm: p.SACKPerm}
+	if p.HasSACK {
+		s.SACK = [][2]uint32{{p.SACKEnd - 100, p.SACKEnd}}
+	}
 	if p.Proto == "icmp" {
 		s.ICMPID, s.ICMPSeq = p.SPort, 1
 		s.SrcPort = 0
@@ -57,7 +61,27 @@ func (p genPacket) simPacket() netfilter.Packet {
 	case "tcp":
 		sp.SrcPort, sp.DstPort = p.SPort, p.DPort
 		sp.TCPFlags = parseFlags(p.Flags)
-		sp.Length = hdr + 20 + p.PayloadLen
+		sp.Seq, sp.Ack, sp.Window = p.Seq, p.Ack, p.Window
+		if sp.Window == 0 && !p.ZeroWindow {
+			sp.Window = 64240 // the frame builder's default
+		}
+		optLen := 0
+		if p.HasWScale {
+			sp.SetTCPOption(3)
+			sp.WScale = p.WScale
+			optLen += 3
+		}
+		if p.SACKPerm {
+			sp.SetTCPOption(4)
+			optLen += 2
+		}
+		if p.HasSACK {
+			sp.SetTCPOption(5)
+			sp.SACKEnd = p.SACKEnd
+			optLen += 10
+		}
+		sp.TCPHeaderLen = uint8(20 + (optLen+3)/4*4)
+		sp.Length = hdr + int(sp.TCPHeaderLen) + p.PayloadLen
 	case "udp":
 		sp.SrcPort, sp.DstPort = p.SPort, p.DPort
 		sp.Length = hdr + 8 + p.PayloadLen
@@ -108,8 +132,19 @@ func stackReply(p netfilter.Packet) (netfilter.Packet, bool) {
 		}
 		r.Proto, r.SrcPort, r.DstPort = netfilter.ProtoTCP, p.DstPort, p.SrcPort
 		r.TCPFlags = netfilter.RST
+		// The stack's reset (tcp_v4_send_reset) takes its sequence from
+		// the segment's ack, or acknowledges the segment; window 0.
 		if p.TCPFlags&netfilter.ACK == 0 {
 			r.TCPFlags |= netfilter.ACK
+			r.Ack = p.Seq + uint32(tcpPayload(p))
+			if p.TCPFlags&netfilter.SYN != 0 {
+				r.Ack++
+			}
+			if p.TCPFlags&netfilter.FIN != 0 {
+				r.Ack++
+			}
+		} else {
+			r.Seq = p.Ack
 		}
 		r.Length = hdr + 20
 	case netfilter.ProtoUDP:
@@ -142,6 +177,18 @@ func stackReply(p netfilter.Packet) (netfilter.Packet, bool) {
 
 // simOutcome is what the simulator did with one packet, in the terms the
 // lab can observe.
+// tcpPayload is the TCP payload length of p.
+func tcpPayload(p netfilter.Packet) int {
+	ipHL, tcpHL := 20, 20
+	if p.Family == netfilter.IPv6 {
+		ipHL = 40
+	}
+	if p.TCPHeaderLen != 0 {
+		tcpHL = int(p.TCPHeaderLen)
+	}
+	return max(p.Length-ipHL-tcpHL, 0)
+}
+
 type simOutcome struct {
 	Result netfilter.Result
 	// Frames are the keys of every frame that reaches the client or the

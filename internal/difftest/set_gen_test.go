@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/ipset"
@@ -17,10 +18,27 @@ type setCase struct {
 	Sets    string // ipset restore input
 	Rules   string
 	Packets []genPacket
+	// Family is the family of Rules and Packets; zero means IPv4.
+	Family netfilter.Family
+	// Later are packets sent after both worlds waited Wait (entry
+	// timeouts expire in between).
+	Later []genPacket
+	Wait  time.Duration
 }
 
 func (c setCase) String() string {
-	return "ipsets:\n" + c.Sets + genCase{Rules: c.Rules, Packets: c.Packets}.String()
+	s := "ipsets:\n" + c.Sets + genCase{Rules: c.Rules, Packets: c.Packets}.String()
+	if len(c.Later) > 0 {
+		s += fmt.Sprintf("after %v:\n%s", c.Wait, genCase{Packets: c.Later}.String())
+	}
+	return s
+}
+
+func (c setCase) family() netfilter.Family {
+	if c.Family == 0 {
+		return netfilter.IPv4
+	}
+	return c.Family
 }
 
 // genSet is one drawn set: its name, type and dimension count.
@@ -208,7 +226,7 @@ func loadSetCase(c setCase) (*netfilter.Host, error, error) {
 	if err := h.Sets().Restore([]byte(c.Sets), ipset.RestoreOptions{}); err != nil {
 		return h, err, nil
 	}
-	return h, nil, h.Restore(netfilter.IPv4, []byte(c.Rules), netfilter.RestoreOptions{})
+	return h, nil, h.Restore(c.family(), []byte(c.Rules), netfilter.RestoreOptions{})
 }
 
 // TestGeneratedSetCasesLoad keeps the set generator within what packetwalk

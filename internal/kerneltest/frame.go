@@ -39,6 +39,16 @@ type FrameSpec struct {
 	// Payload is the transport payload; when nil, PayloadLen zero bytes.
 	Payload    []byte
 	PayloadLen int
+	// Window is the TCP window field; 0 means 64240 unless ZeroWindow.
+	Window     uint16
+	ZeroWindow bool
+	// TCP options, written in this order: window scale (kind 3) when
+	// HasWScale, SACK permitted (kind 4), SACK blocks (kind 5, left and
+	// right edge each); NOPs pad the header to a multiple of 4 bytes.
+	WScale    uint8
+	HasWScale bool
+	SACKPerm  bool
+	SACK      [][2]uint32
 }
 
 // MAC addresses of the lab interfaces: fixed and locally administered, so
@@ -132,7 +142,12 @@ func specLayers(spec FrameSpec) ([]gopacket.SerializableLayer, error) {
 	ls := []gopacket.SerializableLayer{ipLayer}
 	switch proto {
 	case layers.IPProtocolTCP:
-		tcp := &layers.TCP{SrcPort: layers.TCPPort(spec.SrcPort), DstPort: layers.TCPPort(spec.DstPort), Seq: spec.Seq, Ack: spec.Ack, Window: 64240}
+		win := spec.Window
+		if win == 0 && !spec.ZeroWindow {
+			win = 64240
+		}
+		tcp := &layers.TCP{SrcPort: layers.TCPPort(spec.SrcPort), DstPort: layers.TCPPort(spec.DstPort), Seq: spec.Seq, Ack: spec.Ack, Window: win}
+		tcp.Options = tcpOptions(spec)
 		if err := setTCPFlags(tcp, spec.TCPFlags); err != nil {
 			return nil, err
 		}
@@ -165,6 +180,33 @@ func specLayers(spec FrameSpec) ([]gopacket.SerializableLayer, error) {
 		ls = append(ls, gopacket.Payload(payload))
 	}
 	return ls, nil
+}
+
+// tcpOptions lays out the options of spec, NOP-padded to 4-byte words.
+func tcpOptions(spec FrameSpec) []layers.TCPOption {
+	var opts []layers.TCPOption
+	n := 0
+	if spec.HasWScale {
+		opts = append(opts, layers.TCPOption{OptionType: layers.TCPOptionKindWindowScale, OptionLength: 3, OptionData: []byte{spec.WScale}})
+		n += 3
+	}
+	if spec.SACKPerm {
+		opts = append(opts, layers.TCPOption{OptionType: layers.TCPOptionKindSACKPermitted, OptionLength: 2})
+		n += 2
+	}
+	if len(spec.SACK) > 0 {
+		data := make([]byte, 0, 8*len(spec.SACK))
+		for _, b := range spec.SACK {
+			data = binary.BigEndian.AppendUint32(data, b[0])
+			data = binary.BigEndian.AppendUint32(data, b[1])
+		}
+		opts = append(opts, layers.TCPOption{OptionType: layers.TCPOptionKindSACK, OptionLength: uint8(2 + len(data)), OptionData: data})
+		n += 2 + len(data)
+	}
+	for ; n%4 != 0; n++ {
+		opts = append(opts, layers.TCPOption{OptionType: layers.TCPOptionKindNop, OptionLength: 1})
+	}
+	return opts
 }
 
 func setTCPFlags(tcp *layers.TCP, flags string) error {

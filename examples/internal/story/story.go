@@ -34,7 +34,7 @@ func TCP(src, dst string, flags netfilter.TCPFlags) netfilter.Packet {
 	s, d := netip.MustParseAddrPort(src), netip.MustParseAddrPort(dst)
 	return netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP,
 		Src: s.Addr(), Dst: d.Addr(), SrcPort: s.Port(), DstPort: d.Port(),
-		TCPFlags: flags, TTL: 64, Length: 60}
+		TCPFlags: flags, TTL: 64, Length: 60, Window: 64240}
 }
 
 // Reply returns the answer to p with flags: addresses and ports swapped.
@@ -92,9 +92,9 @@ func Steps(w io.Writer, in netfilter.Packet, r netfilter.Result) {
 		if s.Rule != 0 || s.Action == "POLICY:DROP" {
 			fmt.Fprintf(w, "  %-11s %-6s %-26s #%-2d %s\n", s.Hook, s.Table, s.Chain, s.Rule, action(s))
 		}
-		if changed(last, s.Packet) {
-			fmt.Fprintf(w, "      packet is now %s mark %#x\n", Addr(s.Packet), s.Packet.Mark)
-			last = s.Packet
+		if s.Packet != nil && changed(last, *s.Packet) {
+			fmt.Fprintf(w, "      packet is now %s mark %#x\n", Addr(*s.Packet), s.Packet.Mark)
+			last = *s.Packet
 		}
 	}
 	fmt.Fprintf(w, "  => %s %s", r.Verdict, r.Disposition)
