@@ -423,21 +423,26 @@ func (e *Entry) Translate(k NATKind, dir Dir, pkt Tuple) (Tuple, bool) {
 	if !e.manips(k, dir) {
 		return pkt, false
 	}
-	target := e.Tuple(1 - dir).Reverse()
+	// The packet takes the addresses of the other direction's tuple,
+	// reversed; it is read field by field, as this runs for every packet.
+	other := &e.Reply
+	if dir == Reply {
+		other = &e.Original
+	}
 	out := pkt
 	if k == SNAT {
-		out.Src = target.Src
+		out.Src = other.Dst
 		if hasPorts(pkt.Proto) {
-			out.SrcPort = target.SrcPort
+			out.SrcPort = other.DstPort
 		}
 	} else {
-		out.Dst = target.Dst
+		out.Dst = other.Src
 		if hasPorts(pkt.Proto) {
-			out.DstPort = target.DstPort
+			out.DstPort = other.SrcPort
 		}
 	}
 	if pkt.IsICMP() {
-		out.SrcPort = target.SrcPort // the echo id follows the binding
+		out.SrcPort = other.SrcPort // the echo id follows the binding
 	}
 	return out, out != pkt
 }
@@ -474,6 +479,10 @@ func (e *Entry) TranslateRelated(k NATKind, dir Dir, outer, inner Tuple) (Tuple,
 	}
 	return o, in, o != outer || in != inner
 }
+
+// Rewrites reports whether packets travelling in direction dir get a
+// manipulation of kind k (see Translate).
+func (e *Entry) Rewrites(k NATKind, dir Dir) bool { return e.manips(k, dir) }
 
 // manips reports whether a packet in dir gets a manipulation of kind k.
 func (e *Entry) manips(k NATKind, dir Dir) bool {

@@ -204,6 +204,12 @@ func (t *Table) tcpPacket(e *Entry, dir Dir, f *Facts) verdict {
 		// The window check sees the stored state, even after a resync.
 		switch t.inWindow(ti, e.TCPState, dir, idx, f) {
 		case winIgnore:
+			if idx == idxSynAck && old == TCPSynSent {
+				// Seen in the lab (kernel 6.18), not in the source we
+				// read: after a SYN/ACK ignored for its old ack, a RST
+				// is no longer taken as answering the first SYN.
+				ti.lastIndex, ti.lastDir = idx, dir
+			}
 			return vIgnore
 		case winInvalid:
 			t.tcpInvalid(e, dir, idx)

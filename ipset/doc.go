@@ -27,8 +27,10 @@
 // ascending order, and "Size in memory" (memsize.go) is the kernel's figure
 // for every type, family and extension. It stops being exact for sets with
 // timeouts once an entry has expired (the kernel's garbage collector runs
-// on its own clock and is modelled only where an add needs room), and
-// after a resize beyond 1024 buckets when per-region maxelem limits apply.
+// on its own clock; it is modelled only where an add to a full set runs
+// it). Not modelled: maxelem split per 1024-bucket region in tables grown
+// beyond 1024 buckets, and the kernel's failure to list a bucket too
+// large for one netlink message.
 //
 // A Registry is not safe for concurrent use.
 package ipset

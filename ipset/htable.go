@@ -227,7 +227,9 @@ func (s *Set) hashInsert(k ekey, o *addOpts, old *entry, now time.Time) error {
 		if err != errResize {
 			return err
 		}
-		s.resize(now)
+		if !s.resize(now) {
+			return ErrFull // "Cannot increase the hashsize of set further"
+		}
 	}
 }
 
@@ -311,8 +313,8 @@ func (s *Set) place(ne *entry, now time.Time, o *addOpts) error {
 }
 
 // resize doubles the table until every live element fits (mtype_resize);
-// expired elements are left behind.
-func (s *Set) resize(now time.Time) {
+// expired elements are left behind. It fails past 2^31 buckets.
+func (s *Set) resize(now time.Time) bool {
 	old := s.tbl
 	keys := sortedKeys(old.buckets)
 	for tb := old.bits + 1; tb < 32; tb++ {
@@ -353,9 +355,10 @@ func (s *Set) resize(now time.Time) {
 			for _, x := range gone {
 				s.dropEntry(x)
 			}
-			return
+			return true
 		}
 	}
+	return false
 }
 
 func sortedKeys(m map[uint32]*hbucket) []uint32 {

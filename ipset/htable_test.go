@@ -2,12 +2,14 @@ package ipset
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 // listSize returns the "Size in memory" and the member lines of a set.
@@ -218,4 +220,46 @@ func TestSlotReuseKeepsCounters(t *testing.T) {
 		"add CC 1.1.1.49 timeout 97 packets 5 bytes 50\nadd CC 1.1.1.19 timeout 97 packets 0 bytes 0\n"+
 		"create CD hash:ip family inet hashsize 1024 maxelem 65536 timeout 1 counters bucketsize 12 initval 0xc4f5a586\n"+
 		"add CD 1.1.1.1 timeout 1 packets 7 bytes 70\n", string(b))
+}
+
+// Random adds, deletes, flushes and resizes keep the table consistent with
+// the lookup map: every live entry sits in the bucket its key hashes to,
+// no bucket exceeds its size, and the booked bytes never go negative.
+func TestHtableInvariants(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r, _ := newTestRegistry()
+		typ := rapid.SampledFrom(hashTypes).Draw(t, "type")
+		require.NoError(t, r.Create("S", typ, false, "hashsize", "64", "bucketsize", "4", "forceadd", "maxelem", "40"))
+		s := r.Get("S")
+		rng := rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 0))
+		var added []string
+		for range rapid.IntRange(1, 200).Draw(t, "ops") {
+			switch op := rapid.IntRange(0, 9).Draw(t, "op"); {
+			case op < 6 || len(added) == 0:
+				e := randElem(rng, typ, 4, false)
+				if err := r.Add("S", e, true); err == nil {
+					added = append(added, e)
+				}
+			case op < 9:
+				_ = r.Del("S", added[rng.IntN(len(added))], true)
+			default:
+				require.NoError(t, r.Flush("S"))
+			}
+			live := 0
+			for key, b := range s.tbl.buckets {
+				require.LessOrEqual(t, len(b.slots), b.size)
+				for _, x := range b.slots {
+					if free(x) {
+						continue
+					}
+					live++
+					require.Equal(t, key, s.hkey(&x.k, s.tbl.bits))
+					require.Same(t, x, s.entries[x.k])
+				}
+			}
+			require.Equal(t, len(s.entries), live)
+			require.GreaterOrEqual(t, s.tbl.extSize, 0)
+			require.Equal(t, 1<<s.tbl.bits, s.hashsize)
+		}
+	})
 }

@@ -99,11 +99,17 @@ func (s *Set) listMatch(k Key, now time.Time, o *MatchOptions) bool {
 	sub.PacketsOp, sub.BytesOp = CounterNone, CounterNone
 	sub.NoUpdate = o.NoUpdate || o.NoUpdateSub
 	for _, e := range s.order {
-		if e.dead || e.expired(now) {
+		if e.dead {
 			continue
 		}
 		m := s.reg.Get(e.k.name)
 		if m == nil || !m.Match(k, now, &sub) {
+			continue
+		}
+		// The kernel tests the member before the list entry's timeout
+		// (list_set_ktest, ip_set_match_extensions): an expired member
+		// still counts the packet in its own set.
+		if e.expired(now) {
 			continue
 		}
 		if s.accept(o, e) {

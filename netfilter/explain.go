@@ -3,6 +3,7 @@ package netfilter
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 
@@ -65,19 +66,38 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 			break
 		}
 	}
-	probs := make([]Probability, len(m.acc))
-	order := make([]int, len(m.acc))
+	out := make([]Outcome, len(m.acc))
+	order := make([]sortKey, len(m.acc))
 	for i, f := range m.acc {
-		probs[i], order[i] = o.arena.sum(f.terms), i
+		p := o.arena.sum(f.terms)
+		out[i], order[i] = Outcome{Probability: p, Result: f.res}, sortKey{p.v.f, p.v.fErr, i}
 	}
-	// Most probable first; equal ones in the order their paths were walked.
-	// Indices are sorted, not outcomes: a Result is large.
-	slices.SortStableFunc(order, func(a, b int) int { return probs[b].Cmp(probs[a]) })
-	out := make([]Outcome, len(order))
+	// Most probable first; equal ones in the order their paths were walked,
+	// which the index comparison keeps without a stable sort. The float
+	// approximations decide unless they are within their errors.
+	slices.SortFunc(order, func(a, b sortKey) int {
+		if math.Abs(a.f-b.f) > a.f*a.err+b.f*b.err {
+			if a.f > b.f {
+				return -1
+			}
+			return 1
+		}
+		if c := out[b.i].Probability.Cmp(out[a.i].Probability); c != 0 {
+			return c
+		}
+		return a.i - b.i
+	})
+	sorted := make([]Outcome, len(order))
 	for i, k := range order {
-		out[i] = Outcome{Probability: probs[k], Result: m.acc[k].res}
+		sorted[i] = out[k.i]
 	}
-	return out, nil
+	return sorted, nil
+}
+
+// sortKey orders outcomes by their approximate probability.
+type sortKey struct {
+	f, err float64
+	i      int
 }
 
 // fateKey identifies an outcome's fate for merging; emitted packets are

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // CTState is a set of connection-tracking states as -m conntrack --ctstate
@@ -76,22 +77,15 @@ var ctStatusNames = []struct {
 
 // ctInfo is what the conntrack matches read about the packet's connection;
 // the host fills it at the conntrack hook.
+// The connection's tuples and timeout are read from the entry itself by
+// the few rules that test them (see ConntrackMatch.match).
 type ctInfo struct {
 	tracked   bool // the packet has a connection (ct != NULL)
 	untracked bool // NOTRACK / CT --notrack
 	state     CTState
 	status    CTStatus
 	reply     bool // the packet travels in the reply direction
-	orig      ctTuple
-	repl      ctTuple
-	expires   uint32 // seconds left
 	mark      uint32
-}
-
-type ctTuple struct {
-	src, dst         netip.Addr
-	srcPort, dstPort uint16
-	proto            uint8
 }
 
 // ConntrackMatch is "-m conntrack". Fields left zero are not tested.
@@ -367,21 +361,29 @@ func (m *ConntrackMatch) match(c *evalCtx) bool {
 	if !ct.tracked {
 		return m.flags == ctfState
 	}
-	if !m.test(ctfDir, (m.Direction == "REPLY") == ct.reply) {
+	if !m.test(ctfDir, (m.Direction == "REPLY") == ct.reply) ||
+		!m.test(ctfStatus, ct.status&m.Status != 0) {
 		return false
 	}
-	if !m.test(ctfProto, ct.orig.proto == m.Proto) ||
-		!m.test(ctfOrigSrc, m.OrigSrc.Contains(ct.orig.src)) ||
-		!m.test(ctfOrigDst, m.OrigDst.Contains(ct.orig.dst)) ||
-		!m.test(ctfReplSrc, m.ReplSrc.Contains(ct.repl.src)) ||
-		!m.test(ctfReplDst, m.ReplDst.Contains(ct.repl.dst)) ||
-		!m.test(ctfOrigSrcPort, m.OrigSrcPort.contains(ct.orig.srcPort)) ||
-		!m.test(ctfOrigDstPort, m.OrigDstPort.contains(ct.orig.dstPort)) ||
-		!m.test(ctfReplSrcPort, m.ReplSrcPort.contains(ct.repl.srcPort)) ||
-		!m.test(ctfReplDstPort, m.ReplDstPort.contains(ct.repl.dstPort)) ||
-		!m.test(ctfStatus, ct.status&m.Status != 0) ||
-		!m.test(ctfExpire, ct.expires >= m.ExpireLo && ct.expires <= m.ExpireHi) {
+	if m.flags&^(ctfState|ctfDir|ctfStatus) == 0 {
+		return true // kube-proxy's --ctstate rules end here
+	}
+	e := c.host.cur.Entry
+	orig, repl := &e.Original, &e.Reply
+	if !m.test(ctfProto, orig.Proto == m.Proto) ||
+		!m.test(ctfOrigSrc, m.OrigSrc.Contains(orig.Src)) ||
+		!m.test(ctfOrigDst, m.OrigDst.Contains(orig.Dst)) ||
+		!m.test(ctfReplSrc, m.ReplSrc.Contains(repl.Src)) ||
+		!m.test(ctfReplDst, m.ReplDst.Contains(repl.Dst)) ||
+		!m.test(ctfOrigSrcPort, m.OrigSrcPort.contains(orig.SrcPort)) ||
+		!m.test(ctfOrigDstPort, m.OrigDstPort.contains(orig.DstPort)) ||
+		!m.test(ctfReplSrcPort, m.ReplSrcPort.contains(repl.SrcPort)) ||
+		!m.test(ctfReplDstPort, m.ReplDstPort.contains(repl.DstPort)) {
 		return false
+	}
+	if m.flags&ctfExpire != 0 {
+		left := uint32(e.Timeout(c.host.clock.Now()) / time.Second)
+		return m.test(ctfExpire, left >= m.ExpireLo && left <= m.ExpireHi)
 	}
 	return true
 }

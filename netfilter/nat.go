@@ -116,6 +116,9 @@ func (h *Host) translate(hk Hook, p *Packet) {
 		return
 	}
 	k := natManip(hk)
+	if !e.Rewrites(k, h.cur.Dir) {
+		return // most packets: nothing to rewrite at this hook
+	}
 	tp := packetTuple(p)
 	if h.cur.State == conntrack.StateRelated && conntrack.IsICMPError(p.Proto, p.ICMPType) {
 		// An ICMP error about a NATed connection: the outer addresses and

@@ -2,7 +2,6 @@ package netfilter
 
 import (
 	"net/netip"
-	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
 )
@@ -197,11 +196,13 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			if !prog.conntrack || h.notrack || h.loopback || h.attached {
 				continue
 			}
-			track := h.ct.Track
+			var info conntrack.Info
+			var err error
 			if h.explaining {
-				track = h.explainLookup
+				info, err = h.explainLookup(packetFacts(p))
+			} else {
+				info, err = h.ct.Track(packetFacts(p))
 			}
-			info, err := track(packetFacts(p))
 			if err != nil {
 				res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack table full"
 				h.where = place{hook: hk, action: "CONNTRACK"}
@@ -349,14 +350,7 @@ func (h *Host) fillCT(c *evalCtx) {
 		ct.state |= CTDNAT
 	}
 	ct.status = CTStatus(e.Status)
-	ct.orig = ctTupleOf(e.Original)
-	ct.repl = ctTupleOf(e.Reply)
-	ct.expires = uint32(e.Timeout(h.clock.Now()) / time.Second)
 	ct.mark = e.Mark
-}
-
-func ctTupleOf(t conntrack.Tuple) ctTuple {
-	return ctTuple{src: t.Src, dst: t.Dst, srcPort: t.SrcPort, dstPort: t.DstPort, proto: t.Proto}
 }
 
 // setCTMark sets the mark of the packet's connection (CONNMARK).
@@ -372,7 +366,10 @@ func (c *evalCtx) setCTMark(v uint32) {
 
 // packetFacts is what conntrack needs to know of a packet.
 func packetFacts(p *Packet) conntrack.Facts {
-	f := conntrack.Facts{Tuple: packetTuple(p), TCPFlags: uint8(p.TCPFlags), Len: p.Length, Inner: innerTuple(&p.Inner)}
+	f := conntrack.Facts{Tuple: packetTuple(p), TCPFlags: uint8(p.TCPFlags), Len: p.Length}
+	if conntrack.IsICMPError(p.Proto, p.ICMPType) {
+		f.Inner = innerTuple(&p.Inner)
+	}
 	if p.Proto == ProtoTCP {
 		// Sequence-window tracking inputs (conntrack/window.go).
 		ipHL, tcpHL := int(p.IPHeaderLen), int(p.TCPHeaderLen)

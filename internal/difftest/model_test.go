@@ -12,7 +12,8 @@ import (
 
 // newSimHost builds the node of the lab as a simulated host.
 func newSimHost() *netfilter.Host {
-	h := netfilter.NewHost(netfilter.HostConfig{Seed: 1})
+	// The lab runs the kernel default route_localnet=0.
+	h := netfilter.NewHost(netfilter.HostConfig{Seed: 1, NoRouteLocalnet: true})
 	mustNoErr(h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24"), netip.MustParsePrefix("fd00:10::1/64")))
 	mustNoErr(h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24"), netip.MustParsePrefix("fd00:244::1/64")))
 	return h

@@ -54,8 +54,9 @@ func runXDifferential(t *testing.T, what string, total int, gen func(*rapid.T) x
 }
 
 // TestKernelNATRangeDifferential: SNAT and MASQUERADE to address and port
-// ranges, with --random, --random-fully and --persistent, and flows from
-// several clients reusing one source port so that translated tuples clash.
+// ranges, with --random, --random-fully and --persistent, DNAT to address
+// and port ranges with --random and --persistent, and flows from several
+// clients reusing one source port so that translated tuples clash.
 // Addresses (the kernel's hash) and kept ports are compared exactly; ports
 // the kernel draws at random are checked against the rule on both sides
 // and then compared by name. PACKETWALK_NAT_RANGE_CASES (default 200).

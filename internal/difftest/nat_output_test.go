@@ -74,17 +74,12 @@ func genOutputNAT(t *rapid.T, v6 bool) string {
 			if ch == "INPUT" && kind == "MASQUERADE" {
 				kind = "SNAT"
 			}
-			// SNAT of a packet REDIRECTed to 127.0.0.1 leaves the stack's
-			// answer with a loopback source towards a remote address,
-			// which the kernel's routing refuses (the answer is never
-			// sent); packetwalk's routing does not model that refusal
-			// yet, so SNAT in POSTROUTING names a real interface.
-			if ch == "POSTROUTING" && (kind == "SNAT" || rapid.Bool().Draw(t, "out-has-oif")) {
-				oifs := []string{"eth0", "eth1", "lo"}
-				if kind == "SNAT" {
-					oifs = oifs[:2]
-				}
-				parts = append(parts, "-o", rapid.SampledFrom(oifs).Draw(t, "out-oif"))
+			// SNAT on lo (or on any interface) also meets packets
+			// REDIRECTed to 127.0.0.1: the stack's answer then has a
+			// loopback source and a remote destination, which routing
+			// refuses under route_localnet=0 (the entry stays UNREPLIED).
+			if ch == "POSTROUTING" && rapid.Bool().Draw(t, "out-has-oif") {
+				parts = append(parts, "-o", rapid.SampledFrom([]string{"eth0", "eth1", "lo"}).Draw(t, "out-oif"))
 			}
 			if proto != "" {
 				parts = append(parts, "-p", proto)
@@ -158,9 +153,9 @@ func TestGeneratedOutputCasesLoad(t *testing.T) {
 // TestKernelNATOutputDifferential: locally generated flows, sent from a
 // raw socket in the node so that they cross nat OUTPUT (DNAT, REDIRECT)
 // and nat POSTROUTING (SNAT, MASQUERADE), and the answers to them.
-// PACKETWALK_NAT_OUTPUT_CASES (default 150).
+// PACKETWALK_NAT_OUTPUT_CASES (default 170).
 func TestKernelNATOutputDifferential(t *testing.T) {
-	runXDifferential(t, "nat OUTPUT", envInt("PACKETWALK_NAT_OUTPUT_CASES", 150), genOutputCase(false))
+	runXDifferential(t, "nat OUTPUT", envInt("PACKETWALK_NAT_OUTPUT_CASES", 170), genOutputCase(false))
 }
 
 // TestKernelNATOutputDNAT: the node's own connection to a service is
@@ -201,4 +196,22 @@ func TestKernelNATMasqueradeLoopback(t *testing.T) {
 		require.Empty(t, r.res.Diffs, "%s", r.res.Transcript)
 		assert.Equal(t, []string{tc.want}, r.res.Kernel[0], "%s", f)
 	}
+}
+
+// TestKernelNATOutputRedirectSNAT: the node's SYN to a service is
+// REDIRECTed to 127.0.0.1 in nat OUTPUT and SNATed to a remote address on
+// lo. The stack answers with a reset from 127.0.0.1 to that address,
+// which routing refuses under route_localnet=0: nothing leaves, and the
+// entry stays SYN_SENT and UNREPLIED.
+func TestKernelNATOutputRedirectSNAT(t *testing.T) {
+	lab := newXLabRequired(t)
+	rules := natHead + "-A OUTPUT -d 10.96.0.10/32 -p tcp -j REDIRECT --to-ports 8080\n" +
+		"-A POSTROUTING -o lo -j SNAT --to-source 10.244.1.100\nCOMMIT\n"
+	f := xflow{From: FromNode, Src: nodeEth0, Dst: serviceIP, Proto: "tcp", SPort: 40000, DPort: 80, Name: "syn",
+		Steps: []flowStep{iStep("SYN", 0)}}
+	r, err := runXCase(lab, xCase{Rules: rules, Flows: []xflow{f}, Exact: true})
+	require.NoError(t, err)
+	require.Empty(t, r.res.Diffs, "%s", r.res.Transcript)
+	assert.Empty(t, r.res.KernelFrames[0][0])
+	assert.Equal(t, []string{"tcp 6 SYN_SENT src=192.168.10.1 dst=10.96.0.10 sport=40000 dport=80 [UNREPLIED] src=127.0.0.1 dst=10.244.1.100 sport=8080 dport=40000 mark=0 use=1"}, r.res.Kernel[0])
 }

@@ -1,7 +1,6 @@
 package difftest
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -13,10 +12,14 @@ import (
 )
 
 // genRangeCase draws one SNAT or MASQUERADE rule with address and port
-// ranges and --random, --random-fully or --persistent, and 2-5 flows from
-// three clients and two servers whose source ports repeat, so that
-// translated tuples clash and the kernel must move ports.
+// ranges and --random, --random-fully or --persistent (or, one case in
+// four, a DNAT rule: genDNATRangeCase), and 2-5 flows from three clients
+// and two servers whose source ports repeat, so that translated tuples
+// clash and the kernel must move ports.
 func genRangeCase(t *rapid.T) xCase {
+	if rapid.IntRange(0, 3).Draw(t, "range-dnat") == 0 {
+		return genDNATRangeCase(t)
+	}
 	var b strings.Builder
 	b.WriteString(natHead)
 	pr := &portRule{}
@@ -78,20 +81,61 @@ func genRangeCase(t *rapid.T) xCase {
 	return xCase{Rules: b.String(), Flows: distinctFlows(t, 2, 5, genRangeFlow), Rule: pr}
 }
 
-// distinctFlows draws min to max flows with gen, leaving out any that
-// repeats an earlier one's tuple: reopening a closed TCP connection is a
-// matter of TCP tracking, not of NAT.
+// genDNATRangeCase draws one DNAT rule for the clients' traffic to an
+// address range (the lab's two servers) and maybe a port range, with
+// --random and --persistent: the kernel hashes the address as for SNAT
+// and, with --random, draws the port in the range, which is checked and
+// then taken over like an SNAT port.
+func genDNATRangeCase(t *rapid.T) xCase {
+	pr := &portRule{DNAT: true}
+	proto := rapid.SampledFrom([]string{"tcp", "udp"}).Draw(t, "dnat-proto")
+	to := rapid.SampledFrom([]string{"10.244.1.5-10.244.1.6", "10.244.1.5", "10.244.1.6"}).Draw(t, "dnat-to")
+	lo, hi, _ := strings.Cut(to, "-")
+	if hi == "" {
+		hi = lo
+	}
+	pr.MinAddr, pr.MaxAddr = netip.MustParseAddr(lo), netip.MustParseAddr(hi)
+	if ports := rapid.SampledFrom([]string{"", "8000-8003", "8000-8001", "80-81", "9000"}).Draw(t, "dnat-ports"); ports != "" {
+		to += ":" + ports
+		plo, phi, _ := strings.Cut(ports, "-")
+		if phi == "" {
+			phi = plo
+		}
+		pr.MinPort, pr.MaxPort = mustPort(plo), mustPort(phi)
+	}
+	parts := []string{"-A", "PREROUTING", "-i", "eth0", "-p", proto, "-j", "DNAT", "--to-destination", to}
+	flags := rapid.SampledFrom([][]string{nil, {"--random"}, {"--random"}, {"--persistent"}, {"--random", "--persistent"}}).Draw(t, "dnat-flags")
+	for _, f := range flags {
+		parts = append(parts, f)
+		pr.Random = pr.Random || f == "--random"
+	}
+	rules := natHead + strings.Join(parts, " ") + "\nCOMMIT\n"
+	return xCase{Rules: rules, Flows: distinctFlows(t, 2, 5, genRangeFlow), Rule: pr}
+}
+
+// distinctFlows draws min to max flows with gen. A flow that happens to
+// repeat an earlier one's tuple is kept, and about one flow in four
+// deliberately takes an earlier flow's tuple (steps of its own when gen
+// drew the same protocol), with its initial sequence numbers above, below
+// or at the earlier one's: a TCP connection reopened in TIME_WAIT or
+// CLOSE, after a reset, or over one still open.
 func distinctFlows(t *rapid.T, lo, hi int, gen func(*rapid.T) xflow) []xflow {
 	n := rapid.IntRange(lo, hi).Draw(t, "nflows")
-	seen := map[string]bool{}
 	var flows []xflow
 	for range n {
 		f := gen(t)
-		k := fmt.Sprint(f.Proto, netip.AddrPortFrom(f.Src, f.SPort), netip.AddrPortFrom(f.Dst, f.DPort))
-		if !seen[k] {
-			seen[k] = true
-			flows = append(flows, f)
+		if len(flows) > 0 && rapid.IntRange(0, 3).Draw(t, "reuse") == 0 {
+			p := flows[rapid.IntRange(0, len(flows)-1).Draw(t, "reuse-of")]
+			if p.Proto != f.Proto {
+				f.Steps = p.Steps
+			}
+			f.From, f.Src, f.Dst, f.Proto, f.SPort, f.DPort = p.From, p.Src, p.Dst, p.Proto, p.SPort, p.DPort
+			f.Name = "reuse-" + f.Name
+			if f.Proto == "tcp" {
+				f.ISN = rapid.SampledFrom([]uint32{0, 0, 100000, 1<<32 - 100000, 7}).Draw(t, "reuse-isn")
+			}
 		}
+		flows = append(flows, f)
 	}
 	return flows
 }

@@ -60,7 +60,8 @@ func newXLab(t testing.TB) *kerneltest.Lab {
 // newXSimHost is newXLab's node in packetwalk, with timeouts to (zero
 // fields: defaults).
 func newXSimHost(to conntrack.Timeouts) *netfilter.Host {
-	h := netfilter.NewHost(netfilter.HostConfig{Seed: 1, ConntrackTimeouts: to})
+	// The lab runs the kernel default route_localnet=0.
+	h := netfilter.NewHost(netfilter.HostConfig{Seed: 1, ConntrackTimeouts: to, NoRouteLocalnet: true})
 	mustNoErr(h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24"), netip.MustParsePrefix("fd00:10::1/64")))
 	mustNoErr(h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24"), netip.MustParsePrefix("fd00:244::1/64")))
 	mustNoErr(h.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0", Gateway: clientIP}))
@@ -76,13 +77,26 @@ type xflow struct {
 	SPort, DPort uint16 // SPort is the echo identifier for icmp
 	Name         string
 	Steps        []flowStep
+	// ISN, when not zero, moves the flow's initial sequence numbers
+	// (initiator 1000, responder 5000) by that much: a flow reusing an
+	// earlier one's tuple starts above or below where that one ended.
+	ISN uint32
+	// Wait is how long both harnesses pause before the flow starts.
+	Wait time.Duration
 }
 
 func (f xflow) String() string {
 	// genFlow prints the steps; the source is ours.
 	g := genFlow{Proto: f.Proto, Steps: f.Steps}
 	_, steps, _ := strings.Cut(g.String(), ": ")
-	return fmt.Sprintf("%s %s from %s %s > %s: %s", f.Name, f.Proto, f.From, netip.AddrPortFrom(f.Src, f.SPort), netip.AddrPortFrom(f.Dst, f.DPort), steps)
+	extra := ""
+	if f.ISN != 0 {
+		extra += fmt.Sprintf(" isn%+d", int32(f.ISN))
+	}
+	if f.Wait != 0 {
+		extra += fmt.Sprintf(" after %v", f.Wait)
+	}
+	return fmt.Sprintf("%s %s from %s %s > %s%s: %s", f.Name, f.Proto, f.From, netip.AddrPortFrom(f.Src, f.SPort), netip.AddrPortFrom(f.Dst, f.DPort), extra, steps)
 }
 
 func (f xflow) v6() bool { return f.Src.Is6() }
@@ -161,6 +175,9 @@ func (p xpkt) simPacket() netfilter.Packet {
 	switch p.Proto {
 	case "tcp":
 		sp.SrcPort, sp.DstPort, sp.TCPFlags = p.SPort, p.DPort, parseFlags(p.Flags)
+		// The window tracker must see what the lab's frame carries; the
+		// frame builder's window is 64240.
+		sp.Seq, sp.Ack, sp.Window = p.Seq, p.Ack, 64240
 		sp.Length = hdr + 20 + p.PayloadLen
 	case "udp":
 		sp.SrcPort, sp.DstPort = p.SPort, p.DPort
@@ -243,6 +260,9 @@ type portRule struct {
 	// Masq is MASQUERADE: the address is that of the interface towards
 	// the flow's destination.
 	Masq bool
+	// DNAT says the rule sets the destination (address and port ranges
+	// as above) instead of the source.
+	DNAT bool
 }
 
 // zeroTimeouts leaves every conntrack timeout at its default.
@@ -471,13 +491,14 @@ func (r *xRun) renameKey(key string, who int) string {
 		return key
 	}
 	fs := strings.Fields(key)
+	orig := slices.Clone(fs) // peers are looked up as packetwalk sent them
 	trim := func(s string) string { return strings.Trim(s, "{}") }
 	for i := 1; i+1 < len(fs); i++ {
 		if fs[i] != ">" {
 			continue
 		}
 		for _, x := range [2][2]int{{i - 1, i + 1}, {i + 1, i - 1}} {
-			tok, peer := trim(fs[x[0]]), trim(fs[x[1]])
+			tok, peer := trim(fs[x[0]]), trim(orig[x[1]])
 			pa, pp := peer, ""
 			if ap, err := netip.ParseAddrPort(peer); err == nil {
 				pa, pp = ap.Addr().String(), strconv.Itoa(int(ap.Port()))
@@ -510,7 +531,10 @@ func (r *xRun) renameKey(key string, who int) string {
 func (r *xRun) flow(fi int, firstOnly bool) error {
 	f := r.c.Flows[fi]
 	var resp [2]*xResp // kernel, packetwalk
-	next := [2]uint32{1000, 5000}
+	next := [2]uint32{1000 + f.ISN, 5000 + f.ISN}
+	if f.Wait > 0 && !firstOnly {
+		r.wait(f.Wait)
+	}
 	req, rep := f.echoTypes()
 	for si, st := range f.Steps {
 		if firstOnly && si > 0 {
@@ -564,7 +588,13 @@ func (r *xRun) flow(fi int, firstOnly bool) error {
 			if strings.Contains(pk[0].Flags, "SYN") || strings.Contains(pk[0].Flags, "FIN") {
 				adv++
 			}
-			next[role] += adv
+			if st.SeqDelta == 0 && st.AckDelta == 0 { // a perturbed segment counts as lost
+				next[role] += adv
+			}
+			for who := range pk {
+				pk[who].Seq += st.SeqDelta
+				pk[who].Ack += st.AckDelta
+			}
 		}
 		kOut, obs, err := r.kernelSend(f, st.Resp, resp[0], pk[0])
 		if err != nil {
@@ -622,6 +652,15 @@ func (r *xRun) flow(fi int, firstOnly bool) error {
 		}
 	}
 	return nil
+}
+
+// wait lets d pass in both harnesses: the lab sleeps, the host's clock
+// moves on by as much.
+func (r *xRun) wait(d time.Duration) {
+	time.Sleep(d)
+	if c, ok := r.h.Clock().(*netfilter.ManualClock); ok {
+		c.Advance(d)
+	}
 }
 
 func sideOf(o Origin) kerneltest.Side {
@@ -682,10 +721,29 @@ func (r *xRun) pin(f xflow, port uint16) error {
 		e.Reply.DstPort = port
 	}
 	e.Status &^= conntrack.StatusDying
+	setNATBits(e)
 	if err := ct.Insert(e); err != nil {
 		return fmt.Errorf("packetwalk cannot take the kernel's port %d: %w", port, err)
 	}
 	return nil
+}
+
+// setNATBits marks which halves of a re-keyed entry are translated now:
+// a port packetwalk had kept may have become the kernel's other one, and
+// the other way round.
+func setNATBits(e *conntrack.Entry) {
+	o, r := e.Original, e.Reply
+	e.Status &^= conntrack.StatusSrcNAT | conntrack.StatusDstNAT
+	srcPort := r.DstPort != o.SrcPort
+	if o.IsICMP() {
+		srcPort = r.SrcPort != o.SrcPort // the echo id
+	}
+	if r.Dst != o.Src || srcPort {
+		e.Status |= conntrack.StatusSrcNAT
+	}
+	if r.Src != o.Dst || (!o.IsICMP() && r.SrcPort != o.DstPort) {
+		e.Status |= conntrack.StatusDstNAT
+	}
 }
 
 // origTuple is flow f's original tuple in packetwalk's table.
@@ -815,6 +873,13 @@ func (r *xRun) bind(fi int, f xflow, p xpkt, obs kerneltest.Observation, so simO
 	if rule == nil {
 		rule = &portRule{} // a null binding or an address-only rule: the port is kept or drawn from its class
 	}
+	sOrig := s.d // names are keyed by packetwalk's own choices
+	if rule.DNAT {
+		r.bindDNAT(fi, f, rule, k, s)
+		// The source may still have to move off a clash: a null
+		// binding, with the port drawn from its class.
+		rule = &portRule{}
+	}
 	var changed [2]bool
 	for who, x := range [2]*xResp{k, s} {
 		if x.d.Src == f.Src && x.d.SrcPort == f.SPort {
@@ -839,14 +904,77 @@ func (r *xRun) bind(fi int, f xflow, p xpkt, obs kerneltest.Observation, so simO
 		}
 		pp := ""
 		if f.Proto != "icmp" {
-			pp = strconv.Itoa(int(s.d.DstPort))
+			pp = strconv.Itoa(int(sOrig.DstPort))
 		}
-		r.names[1][nameKey(s.d.Src.String(), strconv.Itoa(int(s.d.SrcPort)), s.d.Dst.String(), pp)] = strconv.Itoa(int(k.d.SrcPort))
+		r.names[1][nameKey(s.d.Src.String(), strconv.Itoa(int(s.d.SrcPort)), sOrig.Dst.String(), pp)] = strconv.Itoa(int(k.d.SrcPort))
 		s.d.SrcPort = k.d.SrcPort
 		r.Renamed++
 		r.pinned = true
 	}
 	return k, s
+}
+
+// bindDNAT checks where each harness sent a flow's first packet against
+// a DNAT rule and, for --random, makes the kernel's port packetwalk's: its
+// entry is re-keyed and the first frame's port renamed.
+func (r *xRun) bindDNAT(fi int, f xflow, rule *portRule, k, s *xResp) {
+	for who, x := range [2]*xResp{k, s} {
+		if x.d.Dst == f.Dst && x.d.DstPort == f.DPort {
+			continue
+		}
+		r.Checked++
+		if err := rule.allowsDst(f, x.d.Dst, x.d.DstPort); err != nil {
+			r.diff("flow %d: %s translated %s to %s: %v", fi+1, [2]string{"kernel", "packetwalk"}[who],
+				netip.AddrPortFrom(f.Dst, f.DPort), netip.AddrPortFrom(x.d.Dst, x.d.DstPort), err)
+		}
+	}
+	if r.c.Exact || !rule.Random || k.d.Dst != s.d.Dst || k.d.DstPort == s.d.DstPort || f.Proto == "icmp" {
+		return
+	}
+	if err := r.pinDst(f, k.d.DstPort); err != nil {
+		r.diff("flow %d: %v", fi+1, err)
+		return
+	}
+	r.names[1][nameKey(s.d.Dst.String(), strconv.Itoa(int(s.d.DstPort)), s.d.Src.String(), strconv.Itoa(int(s.d.SrcPort)))] = strconv.Itoa(int(k.d.DstPort))
+	s.d.DstPort = k.d.DstPort
+	r.Renamed++
+	r.pinned = true
+}
+
+// pinDst re-keys packetwalk's entry for flow f so that its destination
+// port after DNAT is port.
+func (r *xRun) pinDst(f xflow, port uint16) error {
+	tp := f.origTuple()
+	ct := r.h.Conntrack()
+	e, dir, ok := ct.Lookup(tp)
+	if !ok || dir != conntrack.Original {
+		return fmt.Errorf("packetwalk has no entry %v to take the kernel's port %d", tp, port)
+	}
+	ct.Remove(e)
+	e.Reply.SrcPort = port
+	e.Status &^= conntrack.StatusDying
+	setNATBits(e)
+	if err := ct.Insert(e); err != nil {
+		return fmt.Errorf("packetwalk cannot take the kernel's port %d: %w", port, err)
+	}
+	return nil
+}
+
+// allowsDst reports whether a translated destination lies in a DNAT
+// rule's set: the address in the range, the port in the port range or,
+// without one, kept.
+func (pr *portRule) allowsDst(f xflow, a netip.Addr, port uint16) error {
+	if pr.MinAddr.IsValid() && (a.Less(pr.MinAddr) || pr.MaxAddr.Less(a)) {
+		return fmt.Errorf("address %s outside %s-%s", a, pr.MinAddr, pr.MaxAddr)
+	}
+	switch {
+	case f.Proto == "icmp":
+	case pr.MinPort != 0 && (port < pr.MinPort || port > pr.MaxPort):
+		return fmt.Errorf("port %d outside %d-%d", port, pr.MinPort, pr.MaxPort)
+	case pr.MinPort == 0 && port != f.DPort:
+		return fmt.Errorf("port %d, want the original %d", port, f.DPort)
+	}
+	return nil
 }
 
 // allows reports whether a translated source, sent to dst, lies in the rule's set: the

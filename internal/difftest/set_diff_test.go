@@ -3,6 +3,7 @@ package difftest
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -153,8 +154,8 @@ func compareSetSaves(kern, sim string) []string {
 
 // labNoise reports a kernel set entry that only the lab's own IPv6
 // housekeeping can have added (an MLD report to ff02::16 or neighbour
-// discovery, from or to link-local and multicast addresses, during a
-// case's wait): packetwalk is not sent those packets.
+// discovery, from or to link-local, multicast or the unspecified address
+// ::, during a case's wait): packetwalk is not sent those packets.
 func labNoise(line string) bool {
 	f := strings.Fields(line)
 	if len(f) < 3 || f[0] != "add" {
@@ -162,6 +163,10 @@ func labNoise(line string) bool {
 	}
 	for _, part := range strings.Split(f[2], ",") {
 		if strings.HasPrefix(part, "ff02:") || strings.HasPrefix(part, "fe80:") {
+			return true
+		}
+		addr, _, _ := strings.Cut(part, "/")
+		if a, err := netip.ParseAddr(addr); err == nil && a.IsUnspecified() && a.Is6() {
 			return true
 		}
 	}
