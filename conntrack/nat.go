@@ -3,8 +3,9 @@ package conntrack
 import (
 	"encoding/binary"
 	"fmt"
-	"math/bits"
 	"net/netip"
+
+	"github.com/packetwalk/packetwalk/internal/jhash"
 )
 
 // NATKind is the manipulation a binding performs: SNAT rewrites the
@@ -275,7 +276,7 @@ func (r *NATRange) pickAddr(tp *Tuple, k NATKind) {
 	if !persistent {
 		seed = dw[last] ^ uint32(tp.Zone)
 	}
-	j := jhash2(src, seed)
+	j := jhash.Words(src[:], seed)
 	minB, maxB := r.MinAddr.As16(), r.MaxAddr.As16()
 	if v4 {
 		m4, x4 := r.MinAddr.As4(), r.MaxAddr.As4()
@@ -307,52 +308,6 @@ func (r *NATRange) pickAddr(tp *Tuple, k NATKind) {
 		return
 	}
 	*dst = netip.AddrFrom16(out)
-}
-
-// jhash2 is the kernel's jhash2 (Bob Jenkins' lookup3 hashword) over four
-// 32-bit words.
-func jhash2(k [4]uint32, initval uint32) uint32 {
-	a := 0xdeadbeef + uint32(4<<2) + initval
-	b, c := a, a
-	a += k[0]
-	b += k[1]
-	c += k[2]
-	// __jhash_mix
-	a -= c
-	a ^= bits.RotateLeft32(c, 4)
-	c += b
-	b -= a
-	b ^= bits.RotateLeft32(a, 6)
-	a += c
-	c -= b
-	c ^= bits.RotateLeft32(b, 8)
-	b += a
-	a -= c
-	a ^= bits.RotateLeft32(c, 16)
-	c += b
-	b -= a
-	b ^= bits.RotateLeft32(a, 19)
-	a += c
-	c -= b
-	c ^= bits.RotateLeft32(b, 4)
-	b += a
-	a += k[3]
-	// __jhash_final
-	c ^= b
-	c -= bits.RotateLeft32(b, 14)
-	a ^= c
-	a -= bits.RotateLeft32(c, 11)
-	b ^= a
-	b -= bits.RotateLeft32(a, 25)
-	c ^= b
-	c -= bits.RotateLeft32(b, 16)
-	a ^= c
-	a -= bits.RotateLeft32(c, 4)
-	b ^= a
-	b -= bits.RotateLeft32(a, 14)
-	c ^= b
-	c -= bits.RotateLeft32(b, 24)
-	return c
 }
 
 // uniquePort searches a free port or ICMP id (kernel

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/packetwalk/packetwalk/internal/jhash"
 )
 
 // The kernel's hash table of a hash:* set (ip_set_hash_gen.h), modelled so
@@ -43,63 +45,6 @@ const (
 
 func newHtable(hashsize int) htable {
 	return htable{bits: uint8(bits.Len(uint(hashsize - 1))), buckets: map[uint32]*hbucket{}}
-}
-
-// jhash2 is the kernel's jhash2 (lookup3 hashword) over k.
-func jhash2(k []uint32, initval uint32) uint32 {
-	a := 0xdeadbeef + uint32(len(k))<<2 + initval
-	b, c := a, a
-	for len(k) > 3 {
-		a += k[0]
-		b += k[1]
-		c += k[2]
-		a -= c
-		a ^= bits.RotateLeft32(c, 4)
-		c += b
-		b -= a
-		b ^= bits.RotateLeft32(a, 6)
-		a += c
-		c -= b
-		c ^= bits.RotateLeft32(b, 8)
-		b += a
-		a -= c
-		a ^= bits.RotateLeft32(c, 16)
-		c += b
-		b -= a
-		b ^= bits.RotateLeft32(a, 19)
-		a += c
-		c -= b
-		c ^= bits.RotateLeft32(b, 4)
-		b += a
-		k = k[3:]
-	}
-	switch len(k) {
-	case 0:
-		return c
-	case 3:
-		c += k[2]
-		fallthrough
-	case 2:
-		b += k[1]
-		fallthrough
-	case 1:
-		a += k[0]
-	}
-	c ^= b
-	c -= bits.RotateLeft32(b, 14)
-	a ^= c
-	a -= bits.RotateLeft32(c, 11)
-	b ^= a
-	b -= bits.RotateLeft32(a, 25)
-	c ^= b
-	c -= bits.RotateLeft32(b, 16)
-	a ^= c
-	a -= bits.RotateLeft32(c, 4)
-	b ^= a
-	b -= bits.RotateLeft32(a, 14)
-	c ^= b
-	c -= bits.RotateLeft32(b, 24)
-	return c
 }
 
 // hashedBytes writes the bytes of k the kernel hashes: the element struct
@@ -181,7 +126,7 @@ func (s *Set) hkey(k *ekey, tbits uint8) uint32 {
 	for i := range n / 4 {
 		w[i] = binary.LittleEndian.Uint32(buf[i*4:])
 	}
-	return jhash2(w[:n/4], s.initval) & (1<<tbits - 1)
+	return jhash.Words(w[:n/4], s.initval) & (1<<tbits - 1)
 }
 
 // stepBytes is what the kernel books for a new bucket and for every

@@ -193,8 +193,10 @@ func TestKernelFlowTable(t *testing.T) {
 	require.NoError(t, err)
 	// A NodePort on 127.0.0.1 is DNATed to a pod: without route_localnet
 	// the reroute after nat OUTPUT refuses a 127.0.0.0/8 source off the
-	// host and sendto fails with EINVAL (seen on Linux 6.18). Explain
-	// does not model the sysctl: it assumes kube-proxy's setting of 1.
+	// host and sendto fails with EINVAL (seen on Linux 6.18). The node
+	// is set as kube-proxy sets it, which is also the Host's default
+	// (HostConfig.NoRouteLocalnet false; netfilter's route_localnet tests
+	// cover 0).
 	require.NoError(t, lab.Node().Sysctl("net.ipv4.conf.all.route_localnet", "1"))
 	client, pod := "192.168.10.2", "10.244.1.99"
 	flows := []struct {

@@ -73,24 +73,7 @@ func TestDefragKernel(t *testing.T) {
 			kc, err := lab.Counters()
 			require.NoError(t, err)
 
-			h := NewHost(HostConfig{})
-			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0))
-			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
-			require.NoError(t, h.Restore(IPv4, []byte(tc.rules), RestoreOptions{}))
-			fh := NewFrameHost(h)
-			var ours [][]byte
-			for _, f := range sent {
-				res, err := fh.ReceiveFrame("eth0", f)
-				require.NoError(t, err)
-				switch {
-				case res.Fragments != nil:
-					for _, x := range res.Fragments {
-						ours = append(ours, append([]byte(nil), x...))
-					}
-				case res.Frame != nil:
-					ours = append(ours, append([]byte(nil), res.Frame...))
-				}
-			}
+			h, ours := receiveFrames(t, IPv4, cfg.NodeEth0, cfg.NodeEth1, tc.rules, sent)
 			require.Len(t, ours, len(obs.Server), "frames reaching the server; kernel:\n%s", obs)
 			for i, c := range obs.Server {
 				k, o := ipFrame(t, c.Frame), ipFrame(t, ours[i])
@@ -188,24 +171,7 @@ func TestDefragKernel6(t *testing.T) {
 			kc, err := lab.Counters6()
 			require.NoError(t, err)
 
-			h := NewHost(HostConfig{})
-			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0v6))
-			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1v6))
-			require.NoError(t, h.Restore(IPv6, []byte(tc.rules), RestoreOptions{}))
-			fh := NewFrameHost(h)
-			var ours [][]byte
-			for _, f := range sent {
-				res, err := fh.ReceiveFrame("eth0", f)
-				require.NoError(t, err)
-				switch {
-				case res.Fragments != nil:
-					for _, x := range res.Fragments {
-						ours = append(ours, append([]byte(nil), x...))
-					}
-				case res.Frame != nil:
-					ours = append(ours, append([]byte(nil), res.Frame...))
-				}
-			}
+			h, ours := receiveFrames(t, IPv6, cfg.NodeEth0v6, cfg.NodeEth1v6, tc.rules, sent)
 			require.Len(t, ours, len(obs.Server), "frames reaching the server; kernel:\n%s", obs)
 			var kernelID uint32
 			for i, c := range obs.Server {
@@ -239,4 +205,29 @@ func TestDefragKernel6(t *testing.T) {
 			}
 		})
 	}
+}
+
+// receiveFrames sends frames into a FrameHost with eth0 and eth1 and the
+// rules of family f, and returns the host and every frame that left.
+func receiveFrames(t *testing.T, f Family, eth0, eth1 netip.Prefix, rules string, frames [][]byte) (*Host, [][]byte) {
+	t.Helper()
+	h := NewHost(HostConfig{})
+	require.NoError(t, h.AddInterface("eth0", eth0))
+	require.NoError(t, h.AddInterface("eth1", eth1))
+	require.NoError(t, h.Restore(f, []byte(rules), RestoreOptions{}))
+	fh := NewFrameHost(h)
+	var out [][]byte
+	for _, fr := range frames {
+		res, err := fh.ReceiveFrame("eth0", fr)
+		require.NoError(t, err)
+		switch {
+		case res.Fragments != nil:
+			for _, x := range res.Fragments {
+				out = append(out, append([]byte(nil), x...))
+			}
+		case res.Frame != nil:
+			out = append(out, append([]byte(nil), res.Frame...))
+		}
+	}
+	return h, out
 }
