@@ -3,7 +3,6 @@ package netfilter
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"net/netip"
 	"slices"
 
@@ -76,11 +75,8 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 	// which the index comparison keeps without a stable sort. The float
 	// approximations decide unless they are within their errors.
 	slices.SortFunc(order, func(a, b sortKey) int {
-		if math.Abs(a.f-b.f) > a.f*a.err+b.f*b.err {
-			if a.f > b.f {
-				return -1
-			}
-			return 1
+		if c, ok := approxCmp(b.f, b.err, a.f, a.err); ok {
+			return c
 		}
 		if c := out[b.i].Probability.Cmp(out[a.i].Probability); c != 0 {
 			return c

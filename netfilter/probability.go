@@ -178,14 +178,8 @@ func (p Probability) Float64() float64 {
 // Cmp compares p and q, returning -1, 0 or +1.
 func (p Probability) Cmp(q Probability) int {
 	if p.v != nil && q.v != nil {
-		// The approximations decide when they are further apart than
-		// their errors.
-		a, b := p.v.f, q.v.f
-		if math.Abs(a-b) > a*p.v.fErr+b*q.v.fErr {
-			if a < b {
-				return -1
-			}
-			return 1
+		if c, ok := approxCmp(p.v.f, p.v.fErr, q.v.f, q.v.fErr); ok {
+			return c
 		}
 	}
 	if c, ok := p.cmpPaths(q); ok {
@@ -228,4 +222,16 @@ func (p Probability) cmpPaths(q Probability) (int, bool) {
 	x.Lsh(x, 31*j)
 	y.Lsh(y, 31*i)
 	return x.Cmp(y), true
+}
+
+// approxCmp compares two approximations a and b with relative errors ea
+// and eb; it decides only when they are further apart than their errors.
+func approxCmp(a, ea, b, eb float64) (int, bool) {
+	if math.Abs(a-b) <= a*ea+b*eb {
+		return 0, false
+	}
+	if a < b {
+		return -1, true
+	}
+	return 1, true
 }
