@@ -13,7 +13,7 @@ func BenchmarkTrackNew(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		f.Src = netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		info, err := tb.Track(f)
+		info, err := tb.Track(&f)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -31,7 +31,7 @@ func BenchmarkTrackEstablished(b *testing.B) {
 	f := tcpFacts("192.168.10.2:41001", "10.96.0.10:80", TCPAck)
 	b.ReportAllocs()
 	for b.Loop() {
-		info, _ := tb.Track(f)
+		info, _ := tb.Track(&f)
 		info.Entry.Translate(DNAT, info.Dir, f.Tuple)
 	}
 }
@@ -43,7 +43,7 @@ func TestTrackEstablishedAllocatesNothing(t *testing.T) {
 	n.forward(t, tcpFacts("10.244.1.5:8080", "10.244.1.1:41001", synack))
 	f := tcpFacts("192.168.10.2:41001", "10.96.0.10:80", TCPAck)
 	allocs := testing.AllocsPerRun(100, func() {
-		info, _ := tb.Track(f)
+		info, _ := tb.Track(&f)
 		tp, _ := info.Entry.Translate(DNAT, info.Dir, f.Tuple)
 		_, _ = info.Entry.Translate(SNAT, info.Dir, tp)
 		_ = tb.Confirm(info.Entry)

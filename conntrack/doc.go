@@ -7,7 +7,7 @@
 // A [Table] holds the confirmed connections of one network namespace. Per
 // packet, the hooks call, in kernel priority order:
 //
-//	PREROUTING/OUTPUT, priority -200:  info, err := ct.Track(facts)   // err: drop (table full)
+//	PREROUTING/OUTPUT, priority -200:  info, err := ct.Track(&facts)  // err: drop (table full)
 //	nat PREROUTING/OUTPUT (-100):      if NEW and !e.NATDone(DNAT): run the nat chain;
 //	                                   DNAT/REDIRECT call ct.SetupNAT(e, DNAT, range);
 //	                                   then ct.SetupNullNAT(e, DNAT)

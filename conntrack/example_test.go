@@ -25,7 +25,7 @@ func Example() {
 		Tuple:    conntrack.TupleFrom(conntrack.ProtoTCP, netip.MustParseAddrPort("192.168.10.2:46652"), netip.MustParseAddrPort("10.96.0.10:80")),
 		TCPFlags: conntrack.TCPSyn,
 	}
-	info, _ := ct.Track(syn) // PREROUTING, conntrack priority
+	info, _ := ct.Track(&syn) // PREROUTING, conntrack priority
 	fmt.Println(info.State)
 	e := info.Entry
 	// nat PREROUTING: -j DNAT --to-destination 10.244.1.6:8080

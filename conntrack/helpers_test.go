@@ -44,7 +44,7 @@ func udpFacts(src, dst string) Facts {
 // track runs Track and requires no error.
 func track(t testing.TB, tb *Table, f Facts) Info {
 	t.Helper()
-	info, err := tb.Track(f)
+	info, err := tb.Track(&f)
 	require.NoError(t, err)
 	return info
 }
@@ -63,7 +63,7 @@ type node struct {
 // and the conntrack info. ok is false when the packet would be dropped.
 func (n *node) forward(t testT, f Facts) (Facts, Info, bool) {
 	t.Helper()
-	info, err := n.tb.Track(f)
+	info, err := n.tb.Track(&f)
 	if err != nil || info.State == StateInvalid {
 		return f, info, false
 	}

@@ -173,8 +173,15 @@ func prefix64(a netip.Addr) uint64 {
 // used reports whether tuple tp (an original-direction view) would clash:
 // its reverse is held by another live entry (nf_nat_used_tuple).
 func (t *Table) used(tp Tuple, e *Entry) bool {
-	x, _, ok := t.lookup(tp.Reverse(), t.clock.Now())
-	return ok && x != e
+	x, ok := t.byTuple[reverseKeyOf(&tp)]
+	if !ok || x == e {
+		return false
+	}
+	if !t.clock.Now().Before(x.Expires) {
+		t.Remove(x) // as lookup does: an expired entry holds nothing
+		return false
+	}
+	return true
 }
 
 func (r *NATRange) protoSpecified() bool { return r.MinPort != 0 }
@@ -207,7 +214,7 @@ func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 			if !t.used(orig, e) {
 				return orig
 			}
-		} else if x, ok := t.bySrc[srcKeyOf(orig)]; ok && x != e {
+		} else if x, ok := t.bySrc[srcKeyOf(&orig)]; ok && x != e {
 			cand := x.Reply.Reverse()
 			cand.Dst, cand.DstPort = orig.Dst, orig.DstPort
 			if orig.IsICMP() {
@@ -375,31 +382,54 @@ func (t *Table) uniquePort(tp *Tuple, r NATRange, k NATKind, e *Entry) {
 // (a reply's destination is de-SNATed at PREROUTING, its source de-DNATed
 // at POSTROUTING). The second result reports whether pkt changed.
 func (e *Entry) Translate(k NATKind, dir Dir, pkt Tuple) (Tuple, bool) {
-	if !e.manips(k, dir) {
+	addr, port, ok := e.Rewrite(k, dir)
+	if !ok {
 		return pkt, false
 	}
-	// The packet takes the addresses of the other direction's tuple,
-	// reversed; it is read field by field, as this runs for every packet.
+	out := pkt
+	if k == SNAT {
+		out.Src = addr
+		if hasPorts(pkt.Proto) {
+			out.SrcPort = port
+		}
+	} else {
+		out.Dst = addr
+		if hasPorts(pkt.Proto) {
+			out.DstPort = port
+		}
+	}
+	if pkt.IsICMP() {
+		out.SrcPort = port // the echo id follows the binding
+	}
+	return out, out != pkt
+}
+
+// Rewrite returns what the manipulation of kind k writes into a packet of
+// this entry travelling in direction dir (see Translate): the address (the
+// source for SNAT, the destination for DNAT) and the port on that side,
+// or for ICMP the echo identifier. ok is false when such packets are not
+// rewritten. It reads the other direction's tuple, reversed, field by
+// field, as it runs for every packet of a NATed connection.
+func (e *Entry) Rewrite(k NATKind, dir Dir) (addr netip.Addr, port uint16, ok bool) {
+	if !e.manips(k, dir) {
+		return netip.Addr{}, 0, false
+	}
 	other := &e.Reply
 	if dir == Reply {
 		other = &e.Original
 	}
-	out := pkt
+	switch {
+	case other.IsICMP():
+		port = other.SrcPort
+	case k == SNAT:
+		port = other.DstPort
+	default:
+		port = other.SrcPort
+	}
 	if k == SNAT {
-		out.Src = other.Dst
-		if hasPorts(pkt.Proto) {
-			out.SrcPort = other.DstPort
-		}
-	} else {
-		out.Dst = other.Src
-		if hasPorts(pkt.Proto) {
-			out.DstPort = other.SrcPort
-		}
+		return other.Dst, port, true
 	}
-	if pkt.IsICMP() {
-		out.SrcPort = other.SrcPort // the echo id follows the binding
-	}
-	return out, out != pkt
+	return other.Src, port, true
 }
 
 // TranslateRelated rewrites an ICMP error RELATED to this entry (kernel
@@ -434,10 +464,6 @@ func (e *Entry) TranslateRelated(k NATKind, dir Dir, outer, inner Tuple) (Tuple,
 	}
 	return o, in, o != outer || in != inner
 }
-
-// Rewrites reports whether packets travelling in direction dir get a
-// manipulation of kind k (see Translate).
-func (e *Entry) Rewrites(k NATKind, dir Dir) bool { return e.manips(k, dir) }
 
 // manips reports whether a packet in dir gets a manipulation of kind k.
 func (e *Entry) manips(k NATKind, dir Dir) bool {

@@ -75,21 +75,48 @@ type Table struct {
 	tcpLiberal          bool
 	tcpIgnoreInvalidRST bool
 	tcpMaxRetrans       uint8
-	byTuple             map[Tuple]*Entry // both directions of every confirmed entry
+	byTuple             map[tupleKey]*Entry // both directions of every confirmed entry
 	bySrc               map[srcKey]*Entry
 	count               int
 }
 
-// srcKey is the kernel's nat bysource key: original source and protocol.
-type srcKey struct {
-	addr  netip.Addr
-	port  uint16
-	proto uint8
-	zone  uint16
+// tupleKey is a Tuple packed without padding, so that the byTuple map
+// hashes and compares it as one block of memory: with Tuple itself as the
+// key, hashing and comparing field by field cost a third of a lookup.
+type tupleKey struct {
+	src, dst netip.Addr
+	rest     [2]uint64 // ports; ICMP type and code, protocol and zone
 }
 
-func srcKeyOf(t Tuple) srcKey {
-	return srcKey{addr: t.Src, port: t.SrcPort, proto: t.Proto, zone: t.Zone}
+func keyOf(t *Tuple) tupleKey {
+	return tupleKey{src: t.Src, dst: t.Dst, rest: [2]uint64{
+		uint64(t.SrcPort)<<16 | uint64(t.DstPort),
+		uint64(t.ICMPType)<<32 | uint64(t.ICMPCode)<<24 | uint64(t.Proto)<<16 | uint64(t.Zone),
+	}}
+}
+
+// reverseKeyOf is keyOf(t.Reverse()) without building the reversed
+// tuple, for the clash checks of NAT port choice.
+func reverseKeyOf(t *Tuple) tupleKey {
+	if t.IsICMP() {
+		r := t.Reverse()
+		return keyOf(&r)
+	}
+	return tupleKey{src: t.Dst, dst: t.Src, rest: [2]uint64{
+		uint64(t.DstPort)<<16 | uint64(t.SrcPort),
+		uint64(t.ICMPType)<<32 | uint64(t.ICMPCode)<<24 | uint64(t.Proto)<<16 | uint64(t.Zone),
+	}}
+}
+
+// srcKey is the kernel's nat bysource key: original source and protocol,
+// packed without padding like tupleKey.
+type srcKey struct {
+	addr netip.Addr
+	rest uint64 // port, protocol, zone
+}
+
+func srcKeyOf(t *Tuple) srcKey {
+	return srcKey{addr: t.Src, rest: uint64(t.SrcPort)<<32 | uint64(t.Proto)<<16 | uint64(t.Zone)}
 }
 
 // NewTable returns an empty table. It panics if cfg.Clock is nil, a
@@ -108,7 +135,7 @@ func NewTable(cfg Config) *Table {
 		tcpLiberal:          cfg.TCPBeLiberal,
 		tcpIgnoreInvalidRST: cfg.TCPIgnoreInvalidRST,
 		tcpMaxRetrans:       uint8(min(max(cfg.TCPMaxRetrans, 0), 255)),
-		byTuple:             make(map[Tuple]*Entry),
+		byTuple:             make(map[tupleKey]*Entry),
 		bySrc:               make(map[srcKey]*Entry),
 	}
 	if t.rng == nil {
@@ -184,8 +211,9 @@ func (t *Table) Len() int { return t.count }
 //
 // The error is ErrTableFull when a new entry is needed, the table holds
 // Max entries and none is droppable; the packet must be dropped. Track
-// allocates only when it creates an entry.
-func (t *Table) Track(f Facts) (Info, error) {
+// reads f and does not keep it (a pointer, as it runs for every packet);
+// it allocates only when it creates an entry.
+func (t *Table) Track(f *Facts) (Info, error) {
 	now := t.clock.Now()
 	if f.IsICMP() && IsICMPError(f.Proto, f.ICMPType) {
 		return t.related(f, now), nil
@@ -194,7 +222,7 @@ func (t *Table) Track(f Facts) (Info, error) {
 		return Info{State: StateInvalid}, nil
 	}
 	for range 2 {
-		e, dir, ok := t.lookup(f.Tuple, now)
+		e, dir, ok := t.lookup(&f.Tuple, now)
 		if !ok {
 			return t.create(f, now)
 		}
@@ -220,13 +248,14 @@ func (t *Table) Track(f Facts) (Info, error) {
 }
 
 // related handles an ICMP error (kernel nf_conntrack_inet_error).
-func (t *Table) related(f Facts, now time.Time) Info {
+func (t *Table) related(f *Facts, now time.Time) Info {
 	if f.Inner.Proto == 0 || !f.Inner.Src.IsValid() {
 		return Info{State: StateInvalid}
 	}
 	in := f.Inner
 	in.Zone = f.Zone
-	e, dir, ok := t.lookup(in.Reverse(), now)
+	rev := in.Reverse()
+	e, dir, ok := t.lookup(&rev, now)
 	if !ok {
 		return Info{State: StateInvalid}
 	}
@@ -234,7 +263,7 @@ func (t *Table) related(f Facts, now time.Time) Info {
 }
 
 // create makes a new unconfirmed entry for the first packet of a flow.
-func (t *Table) create(f Facts, now time.Time) (Info, error) {
+func (t *Table) create(f *Facts, now time.Time) (Info, error) {
 	switch {
 	case f.Proto == ProtoTCP:
 		if !tcpNew(f.TCPFlags, t.loose) {
@@ -256,41 +285,41 @@ func (t *Table) create(f Facts, now time.Time) (Info, error) {
 		udpStart: now,
 	}
 	if f.Proto == ProtoTCP {
-		e.tcp.initWindow(&f)
+		e.tcp.initWindow(f)
 	}
 	t.packet(e, Original, f, now)
 	return Info{Entry: e, Dir: Original, State: StateNew}, nil
 }
 
 // packet runs the protocol handler for one packet of e.
-func (t *Table) packet(e *Entry, dir Dir, f Facts, now time.Time) verdict {
+func (t *Table) packet(e *Entry, dir Dir, f *Facts, now time.Time) verdict {
 	switch {
 	case f.Proto == ProtoTCP:
-		return t.tcpPacket(e, dir, &f)
+		return t.tcpPacket(e, dir, f, now)
 	case f.Proto == ProtoUDP || f.Proto == 136: // UDP-Lite shares the UDP timeouts
 		if !e.Confirmed() {
 			e.udpStart = now
 		}
 		if e.Status&StatusSeenReply == 0 {
-			t.refresh(e, dir, f.Len, t.timeouts.UDP)
+			t.refresh(e, dir, f.Len, t.timeouts.UDP, now)
 			return vAccept
 		}
 		// Still active more than two seconds after the first packets:
 		// a stream, which earns the long timeout and ASSURED.
 		if now.Sub(e.udpStart) > 2*time.Second {
-			t.refresh(e, dir, f.Len, t.timeouts.UDPStream)
+			t.refresh(e, dir, f.Len, t.timeouts.UDPStream, now)
 			if e.Status&StatusNATClash == 0 {
 				e.Status |= StatusAssured
 			}
 		} else {
-			t.refresh(e, dir, f.Len, t.timeouts.UDP)
+			t.refresh(e, dir, f.Len, t.timeouts.UDP, now)
 		}
 	case f.Proto == ProtoICMP:
-		t.refresh(e, dir, f.Len, t.timeouts.ICMP)
+		t.refresh(e, dir, f.Len, t.timeouts.ICMP, now)
 	case f.Proto == ProtoICMPv6:
-		t.refresh(e, dir, f.Len, t.timeouts.ICMPv6)
+		t.refresh(e, dir, f.Len, t.timeouts.ICMPv6, now)
 	default:
-		t.refresh(e, dir, f.Len, t.timeouts.Generic)
+		t.refresh(e, dir, f.Len, t.timeouts.Generic, now)
 	}
 	return vAccept
 }
@@ -303,10 +332,10 @@ func (t *Table) account(e *Entry, dir Dir, length int) {
 }
 
 // refresh counts the packet and restarts the entry's timer.
-func (t *Table) refresh(e *Entry, dir Dir, length int, d time.Duration) {
+func (t *Table) refresh(e *Entry, dir Dir, length int, d time.Duration, now time.Time) {
 	t.account(e, dir, length)
 	if e.Confirmed() {
-		e.Expires = t.clock.Now().Add(d)
+		e.Expires = now.Add(d)
 	} else {
 		e.pending = d
 	}
@@ -314,8 +343,8 @@ func (t *Table) refresh(e *Entry, dir Dir, length int, d time.Duration) {
 
 // lookup finds a live confirmed entry holding tuple tp, reaping it if it
 // has expired.
-func (t *Table) lookup(tp Tuple, now time.Time) (*Entry, Dir, bool) {
-	e, ok := t.byTuple[tp]
+func (t *Table) lookup(tp *Tuple, now time.Time) (*Entry, Dir, bool) {
+	e, ok := t.byTuple[keyOf(tp)]
 	if !ok {
 		return nil, Original, false
 	}
@@ -323,7 +352,7 @@ func (t *Table) lookup(tp Tuple, now time.Time) (*Entry, Dir, bool) {
 		t.Remove(e)
 		return nil, Original, false
 	}
-	if e.Original == tp {
+	if e.Original == *tp {
 		return e, Original, true
 	}
 	return e, Reply, true
@@ -332,7 +361,7 @@ func (t *Table) lookup(tp Tuple, now time.Time) (*Entry, Dir, bool) {
 // Lookup returns the live entry having tuple tp in either direction and
 // that direction. It reaps the entry if it has expired.
 func (t *Table) Lookup(tp Tuple) (*Entry, Dir, bool) {
-	return t.lookup(tp, t.clock.Now())
+	return t.lookup(&tp, t.clock.Now())
 }
 
 // Confirm inserts a new entry into the table (kernel __nf_conntrack_confirm
@@ -345,7 +374,7 @@ func (t *Table) Confirm(e *Entry) error {
 	}
 	now := t.clock.Now()
 	for _, tp := range [2]Tuple{e.Original, e.Reply} {
-		if _, _, ok := t.lookup(tp, now); ok {
+		if _, _, ok := t.lookup(&tp, now); ok {
 			return fmt.Errorf("confirm %v: %w", tp, ErrClash)
 		}
 	}
@@ -356,11 +385,11 @@ func (t *Table) Confirm(e *Entry) error {
 }
 
 func (t *Table) insert(e *Entry) {
-	t.byTuple[e.Original] = e
-	t.byTuple[e.Reply] = e
+	t.byTuple[keyOf(&e.Original)] = e
+	t.byTuple[keyOf(&e.Reply)] = e
 	t.count++
 	if e.Status&StatusSrcNATDone != 0 {
-		t.bySrc[srcKeyOf(e.Original)] = e
+		t.bySrc[srcKeyOf(&e.Original)] = e
 	}
 }
 
@@ -371,7 +400,7 @@ func (t *Table) insert(e *Entry) {
 func (t *Table) Insert(e *Entry) error {
 	now := t.clock.Now()
 	for _, tp := range [2]Tuple{e.Original, e.Reply} {
-		if _, _, ok := t.lookup(tp, now); ok {
+		if _, _, ok := t.lookup(&tp, now); ok {
 			return fmt.Errorf("insert %v: %w", tp, ErrClash)
 		}
 	}
@@ -394,14 +423,18 @@ func (t *Table) Insert(e *Entry) error {
 
 // Remove deletes e from the table and reports whether it was there.
 func (t *Table) Remove(e *Entry) bool {
-	if e == nil || t.byTuple[e.Original] != e {
+	if e == nil {
 		return false
 	}
-	delete(t.byTuple, e.Original)
-	if t.byTuple[e.Reply] == e {
-		delete(t.byTuple, e.Reply)
+	ko, kr := keyOf(&e.Original), keyOf(&e.Reply)
+	if t.byTuple[ko] != e {
+		return false
 	}
-	k := srcKeyOf(e.Original)
+	delete(t.byTuple, ko)
+	if t.byTuple[kr] == e {
+		delete(t.byTuple, kr)
+	}
+	k := srcKeyOf(&e.Original)
 	if t.bySrc[k] == e {
 		delete(t.bySrc, k)
 	}
@@ -415,8 +448,8 @@ func (t *Table) Remove(e *Entry) bool {
 func (t *Table) Expire() int {
 	now := t.clock.Now()
 	var dead []*Entry
-	for tp, e := range t.byTuple {
-		if tp == e.Original && !now.Before(e.Expires) {
+	for k, e := range t.byTuple {
+		if k == keyOf(&e.Original) && !now.Before(e.Expires) {
 			dead = append(dead, e)
 		}
 	}
@@ -456,8 +489,8 @@ func (t *Table) earlyDrop(now time.Time) bool {
 func (t *Table) Entries() []*Entry {
 	t.Expire()
 	out := make([]*Entry, 0, t.count)
-	for tp, e := range t.byTuple {
-		if tp == e.Original {
+	for k, e := range t.byTuple {
+		if k == keyOf(&e.Original) {
 			out = append(out, e)
 		}
 	}

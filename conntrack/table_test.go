@@ -137,7 +137,8 @@ func TestTableFullEarlyDrop(t *testing.T) {
 	tb.Remove(e3)
 	e3.Status |= StatusAssured
 	require.NoError(t, tb.Insert(e3))
-	_, err := tb.Track(udpFacts("10.0.0.9:3", "10.0.0.1:53"))
+	dns := udpFacts("10.0.0.9:3", "10.0.0.1:53")
+	_, err := tb.Track(&dns)
 	require.ErrorIs(t, err, ErrTableFull)
 
 	// Established packets still pass.
@@ -145,7 +146,7 @@ func TestTableFullEarlyDrop(t *testing.T) {
 
 	// Expired entries make room.
 	clk.Advance(200 * time.Second)
-	_, err = tb.Track(udpFacts("10.0.0.9:3", "10.0.0.1:53"))
+	_, err = tb.Track(&dns)
 	require.NoError(t, err)
 }
 

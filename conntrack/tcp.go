@@ -130,7 +130,7 @@ func tcpNew(flags uint8, loose bool) bool {
 // tcpPacket runs the TCP tracker for a packet of e in direction dir
 // (kernel nf_conntrack_tcp_packet): state machine, special cases for
 // segments the tracker may be out of sync about, then the window check.
-func (t *Table) tcpPacket(e *Entry, dir Dir, f *Facts) verdict {
+func (t *Table) tcpPacket(e *Entry, dir Dir, f *Facts, now time.Time) verdict {
 	ti := &e.tcp
 	idx := tcpIndexOf(f.TCPFlags)
 	old := e.TCPState
@@ -240,7 +240,7 @@ func (t *Table) tcpPacket(e *Entry, dir Dir, f *Facts) verdict {
 	} else if e.Status&StatusAssured == 0 && (old == TCPSynRecv || old == TCPEstablished) && next == TCPEstablished {
 		e.Status |= StatusAssured
 	}
-	t.refresh(e, dir, f.Len, timeout)
+	t.refresh(e, dir, f.Len, timeout, now)
 	return vAccept
 }
 

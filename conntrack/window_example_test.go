@@ -26,10 +26,11 @@ func ExampleConfig_tcpBeLiberal() {
 			seg(srv, cli, conntrack.TCPSyn|conntrack.TCPAck, 5000, 1001),
 			seg(cli, srv, conntrack.TCPAck, 1001, 5001),
 		} {
-			info, _ := ct.Track(f)
+			info, _ := ct.Track(&f)
 			_ = ct.Confirm(info.Entry)
 		}
-		info, _ := ct.Track(seg(cli, srv, conntrack.TCPAck, 1001+1<<20, 5001))
+		far := seg(cli, srv, conntrack.TCPAck, 1001+1<<20, 5001)
+		info, _ := ct.Track(&far)
 		fmt.Printf("be_liberal=%v: %v\n", liberal, info.State)
 	}
 	// Output:

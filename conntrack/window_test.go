@@ -298,7 +298,8 @@ func TestTCPWindowInOrderStreamsStayValid(t *testing.T) {
 		}
 		next := [2]uint32{isn[0] + 1, isn[1] + 1}
 		for _, s := range steps {
-			info, err := tb.Track(s.facts())
+			sf := s.facts()
+			info, err := tb.Track(&sf)
 			require.NoError(rt, err)
 			require.NotEqual(rt, StateInvalid, info.State)
 			require.NoError(rt, tb.Confirm(info.Entry))
@@ -310,7 +311,8 @@ func TestTCPWindowInOrderStreamsStayValid(t *testing.T) {
 			allowed := min(int(win[1-d])<<shift[1-d], 60000)
 			n := rapid.IntRange(0, allowed).Draw(rt, "len")
 			s := wseg{dir: d, flags: ack, seq: next[d], ack: next[1-d], payload: n, win: win[d], wscale: -1}
-			info, err := tb.Track(s.facts())
+			sf := s.facts()
+			info, err := tb.Track(&sf)
 			require.NoError(rt, err)
 			require.Equal(rt, StateEstablished, info.State, "segment %d", i)
 			e := info.Entry
@@ -318,7 +320,8 @@ func TestTCPWindowInOrderStreamsStayValid(t *testing.T) {
 			// The peer acknowledges at once, so each side's window stays open.
 			a := wseg{dir: 1 - d, flags: ack, seq: next[1-d], ack: next[d], win: win[1-d], wscale: -1}
 			before := e.Counters[1-d].Packets
-			info, err = tb.Track(a.facts())
+			af := a.facts()
+			info, err = tb.Track(&af)
 			require.NoError(rt, err)
 			require.Equal(rt, StateEstablished, info.State, "ack %d", i)
 			require.Equal(rt, before+1, e.Counters[1-d].Packets, "ack %d ignored", i)

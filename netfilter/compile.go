@@ -33,6 +33,10 @@ type crule struct {
 	traced *ruleTrace
 
 	src, dst netip.Prefix // copies for the fast path
+	// m0 and m1 bound the matches that need evaluating: comments at the
+	// start or end of the rule (most kube-proxy rules open with one) are
+	// left out.
+	m0, m1 int32
 	// disp, when set, indexes the run of rules this one belongs to.
 	disp *dispatch
 }
@@ -102,6 +106,7 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 				// Built in place: 170k rules are worth not copying.
 				ct.rules = append(ct.rules, crule{rule: r, chain: c, num: i + 1, kind: vContinue, src: r.IP.Src, dst: r.IP.Dst})
 				cr := &ct.rules[len(ct.rules)-1]
+				cr.m0, cr.m1 = matchBounds(r.Matches)
 				switch tg := r.Target.(type) {
 				case nil:
 				case *VerdictTarget:
@@ -174,6 +179,24 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 		p.tables[t.id] = ct
 	}
 	return p, nil
+}
+
+// matchBounds returns the range of ms left when leading and trailing
+// comment matches, which always match, are dropped.
+func matchBounds(ms []Match) (int32, int32) {
+	i, j := 0, len(ms)
+	for i < j && isComment(ms[i]) {
+		i++
+	}
+	for j > i && isComment(ms[j-1]) {
+		j--
+	}
+	return int32(i), int32(j)
+}
+
+func isComment(m Match) bool {
+	_, ok := m.(*CommentMatch)
+	return ok
 }
 
 // chainDepth returns the longest chain of jumps below any chain of ct,

@@ -393,10 +393,10 @@ func chunk(n int) int { return min(max(8, n), 1024) }
 
 // fresh returns the connection the first walk made for the same lookup,
 // reset to how conntrack made it, so that later walks need not allocate.
-func (o *explainOracle) fresh(f conntrack.Facts) (conntrack.Info, bool) {
+func (o *explainOracle) fresh(f *conntrack.Facts) (conntrack.Info, bool) {
 	i := o.tracks
 	o.tracks++
-	if i < len(o.entries) && o.entries[i].info.Entry != nil && o.entries[i].facts == f {
+	if i < len(o.entries) && o.entries[i].info.Entry != nil && o.entries[i].facts == *f {
 		e := &o.entries[i]
 		*e.info.Entry = e.pristine
 		return e.info, true
@@ -405,12 +405,12 @@ func (o *explainOracle) fresh(f conntrack.Facts) (conntrack.Info, bool) {
 }
 
 // keep records the connection conntrack made for the last lookup.
-func (o *explainOracle) keep(f conntrack.Facts, info conntrack.Info) {
+func (o *explainOracle) keep(f *conntrack.Facts, info conntrack.Info) {
 	i := o.tracks - 1
 	for len(o.entries) <= i {
 		o.entries = append(o.entries, explainEntry{})
 	}
-	o.entries[i] = explainEntry{facts: f, info: info}
+	o.entries[i] = explainEntry{facts: *f, info: info}
 	if info.Entry != nil {
 		o.entries[i].pristine = *info.Entry
 	}
@@ -438,7 +438,7 @@ func (h *Host) randomMatch(stored uint32, invert bool) bool {
 // explainLookup is conntrack's view of the packet while explaining: an
 // existing connection is read without updating it; otherwise a new,
 // unconfirmed entry is made, which the table does not keep.
-func (h *Host) explainLookup(f conntrack.Facts) (conntrack.Info, error) {
+func (h *Host) explainLookup(f *conntrack.Facts) (conntrack.Info, error) {
 	if e, dir, ok := h.ct.Lookup(f.Tuple); ok {
 		st := conntrack.StateEstablished
 		if dir == conntrack.Original && e.Status&conntrack.StatusSeenReply == 0 {

@@ -105,7 +105,7 @@ type Host struct {
 	rules  [2]*Ruleset // IPv4, IPv6
 	progs  [2]*program
 	ctx    evalCtx
-	pkt    Packet // the packet being walked
+	res    Result // Receive's and Send's result; its Packet is walked
 	ct     *conntrack.Table
 	sets   *ipset.Registry
 	// explaining suppresses every state change while Explain walks; oracle
@@ -122,6 +122,7 @@ type Host struct {
 	// cur is the current packet's connection, set at the conntrack hook;
 	// notrack is set when raw's NOTRACK or CT --notrack untracked it.
 	cur     conntrack.Info
+	facts   conntrack.Facts // the packet's, for the conntrack lookup
 	notrack bool
 	// loopback is set while a locally generated packet re-enters through lo.
 	loopback bool
@@ -132,6 +133,9 @@ type Host struct {
 	Tracing bool
 	trace   []Step
 	where   place
+	// hookOrder is what runs at each hook (hookTables), fixed by the
+	// backend.
+	hookOrder [numHooks][]TableID
 }
 
 // NewHost returns a host with no interfaces, no routes and empty rulesets.
@@ -143,6 +147,9 @@ func NewHost(cfg HostConfig) *Host {
 	h.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	h.rules[0], h.rules[1] = NewRuleset(IPv4), NewRuleset(IPv6)
 	h.ctx.host = h
+	for hk := range Hook(numHooks) {
+		h.hookOrder[hk] = h.hookTables(hk)
+	}
 	h.ctPCG = rand.NewPCG(cfg.Seed^0x5bd1e995, cfg.Seed^0xc2b2ae35)
 	h.ct = conntrack.NewTable(conntrack.Config{Clock: h.clock, Rand: rand.New(h.ctPCG), Timeouts: cfg.ConntrackTimeouts.WithDefaults(), TCPStrict: cfg.ConntrackTCPStrict})
 	h.sets = ipset.NewRegistry(h.clock, rand.New(rand.NewPCG(cfg.Seed, 0x1b873593)))

@@ -116,14 +116,14 @@ func (h *Host) translate(hk Hook, p *Packet) {
 		return
 	}
 	k := natManip(hk)
-	if !e.Rewrites(k, h.cur.Dir) {
+	addr, port, ok := e.Rewrite(k, h.cur.Dir)
+	if !ok {
 		return // most packets: nothing to rewrite at this hook
 	}
-	tp := packetTuple(p)
 	if h.cur.State == conntrack.StateRelated && conntrack.IsICMPError(p.Proto, p.ICMPType) {
 		// An ICMP error about a NATed connection: the outer addresses and
 		// the quoted header are rewritten (nf_nat_icmp_reply_translation).
-		outer, inner, changed := e.TranslateRelated(k, h.cur.Dir, tp, innerTuple(&p.Inner))
+		outer, inner, changed := e.TranslateRelated(k, h.cur.Dir, packetTuple(p), innerTuple(&p.Inner))
 		if changed {
 			p.Src, p.Dst = outer.Src, outer.Dst
 			in := &p.Inner
@@ -136,13 +136,21 @@ func (h *Host) translate(hk Hook, p *Packet) {
 		}
 		return
 	}
-	if out, changed := e.Translate(k, h.cur.Dir, tp); changed {
-		p.Src, p.Dst = out.Src, out.Dst
+	// Field by field, as Entry.Translate does with a tuple: this runs for
+	// every packet of a NATed connection.
+	if k == conntrack.SNAT {
+		p.Src = addr
 		if hasPorts(p.Proto) {
-			p.SrcPort, p.DstPort = out.SrcPort, out.DstPort
-		} else if (p.Proto == ProtoICMP || p.Proto == ProtoICMPv6) && !conntrack.IsICMPError(p.Proto, p.ICMPType) {
-			p.ICMPID = out.SrcPort // the echo identifier follows the binding
+			p.SrcPort = port
 		}
+	} else {
+		p.Dst = addr
+		if hasPorts(p.Proto) {
+			p.DstPort = port
+		}
+	}
+	if (p.Proto == ProtoICMP || p.Proto == ProtoICMPv6) && !conntrack.IsICMPError(p.Proto, p.ICMPType) {
+		p.ICMPID = port // the echo identifier follows the binding
 	}
 }
 

@@ -117,15 +117,16 @@ type place struct {
 	action string // for a decision outside the rules (ROUTE, CONNTRACK)
 }
 
-func (w place) step() Step {
-	if w.r == nil {
-		return Step{Hook: w.hook, Table: w.table, Action: w.action}
+// writeStep writes w into s field by field: a Step built whole and then
+// copied costs a store-forwarding stall on every packet.
+func (w *place) writeStep(s *Step) {
+	s.Hook, s.Table, s.Chain, s.Rule, s.Text, s.Action, s.Packet = w.hook, w.table, "", 0, "", w.action, nil
+	if w.r != nil {
+		s.Chain = w.r.chain.Name
+		if !w.r.end {
+			s.Rule = w.r.num
+		}
 	}
-	s := Step{Hook: w.hook, Table: w.table, Chain: w.r.chain.Name}
-	if !w.r.end {
-		s.Rule = w.r.num
-	}
-	return s
 }
 
 func (h *Host) decide(c *evalCtx, r *crule) {
@@ -190,7 +191,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 		return true
 	}
 	c := &h.ctx
-	for _, id := range h.hookTables(hk) {
+	for _, id := range h.hookOrder[hk] {
 		switch id {
 		case regTrack:
 			if !prog.conntrack || h.notrack || h.loopback || h.attached {
@@ -198,10 +199,12 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			}
 			var info conntrack.Info
 			var err error
+			f := &h.facts
+			fillFacts(f, p)
 			if h.explaining {
-				info, err = h.explainLookup(packetFacts(p))
+				info, err = h.explainLookup(f)
 			} else {
-				info, err = h.ct.Track(packetFacts(p))
+				info, err = h.ct.Track(f)
 			}
 			if err != nil {
 				res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack table full"
@@ -241,7 +244,19 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 		if t == nil || t.entry[hk] < 0 {
 			continue
 		}
-		*c = evalCtx{pkt: p, hook: hk, table: id, host: h}
+		if r := &t.rules[t.entry[hk]]; r.end && r.chain.builtin && id != NAT && !h.Tracing {
+			// An empty built-in chain (mangle on most nodes): only its
+			// policy applies, and nothing needs an evaluation context.
+			if h.policy(t, hk, id, p.Length) == vDrop {
+				res.Verdict, res.Disposition = VerdictDrop, Dropped
+				return false
+			}
+			continue
+		}
+		// The context is reset field by field: it is large, and most of
+		// it (ct, natReq) is only read once set.
+		c.pkt, c.hook, c.table, c.rule, c.matchIdx = p, hk, id, nil, 0
+		c.hotdrop, c.rejected, c.reject, c.notrack, c.ctReady, c.nat = false, false, 0, false, false, nil
 		if h.Tracing && !h.explaining {
 			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: "ENTER", Packet: p.clone()})
 		}
@@ -364,9 +379,10 @@ func (c *evalCtx) setCTMark(v uint32) {
 	}
 }
 
-// packetFacts is what conntrack needs to know of a packet.
-func packetFacts(p *Packet) conntrack.Facts {
-	f := conntrack.Facts{Tuple: packetTuple(p), TCPFlags: uint8(p.TCPFlags), Len: p.Length}
+// fillFacts writes what conntrack needs to know of a packet into f, in
+// place: Facts are large, and this runs for every tracked packet.
+func fillFacts(f *conntrack.Facts, p *Packet) {
+	*f = conntrack.Facts{Tuple: packetTuple(p), TCPFlags: uint8(p.TCPFlags), Len: p.Length}
 	if conntrack.IsICMPError(p.Proto, p.ICMPType) {
 		f.Inner = innerTuple(&p.Inner)
 	}
@@ -389,7 +405,6 @@ func packetFacts(p *Packet) conntrack.Facts {
 		f.SACKPerm = p.hasTCPOption(4)
 		f.SACKEnd, f.HasSACK = p.SACKEnd, p.hasTCPOption(5)
 	}
-	return f
 }
 
 // innerTuple is the conntrack tuple of the packet an ICMP error quotes.
@@ -407,39 +422,42 @@ func innerTuple(in *InnerHeader) conntrack.Tuple {
 // Receive sends a packet that arrived on interface iface through
 // PREROUTING, the routing decision, and INPUT or FORWARD and POSTROUTING.
 func (h *Host) Receive(iface string, p Packet) Result {
-	var res Result
-	h.receive(&res, iface, &p)
-	return res
+	res := &h.res
+	res.Emitted = nil // the caller keeps the returned slice
+	h.receive(res, iface, &p)
+	return *res
 }
 
 // Send sends a packet from a local process: routing, OUTPUT, rerouting and
 // POSTROUTING. An unset source address is chosen like the kernel does, from
 // the output interface.
 func (h *Host) Send(p Packet) Result {
-	var res Result
-	h.send(&res, &p)
-	return res
+	res := &h.res
+	res.Emitted = nil
+	h.send(res, &p)
+	return *res
 }
 
-// receive and send write the result into res, which Explain reuses.
+// receive and send write the result into res, which must not move while
+// the packet walks: evaluation keeps pointers to res.Packet, the packet
+// being walked. Receive and Send use the host's own Result; Explain reuses
+// its slots.
 func (h *Host) receive(res *Result, iface string, p *Packet) {
-	// The host owns the packet while it walks, so that evaluation, which
-	// keeps pointers to it, does not move the caller's copy to the heap.
-	h.pkt = *p
-	h.pkt.In, h.pkt.Out = iface, ""
-	if h.pkt.Family == 0 {
-		h.pkt.Family = familyOf(h.pkt.Dst)
+	res.Packet = *p
+	res.Packet.In, res.Packet.Out = iface, ""
+	if res.Packet.Family == 0 {
+		res.Packet.Family = familyOf(res.Packet.Dst)
 	}
-	h.walk(res, &h.pkt, false)
+	h.walk(res, false)
 }
 
 func (h *Host) send(res *Result, p *Packet) {
-	h.pkt = *p
-	h.pkt.In = ""
-	if h.pkt.Family == 0 {
-		h.pkt.Family = familyOf(h.pkt.Dst)
+	res.Packet = *p
+	res.Packet.In = ""
+	if res.Packet.Family == 0 {
+		res.Packet.Family = familyOf(res.Packet.Dst)
 	}
-	h.walk(res, &h.pkt, true)
+	h.walk(res, true)
 }
 
 func familyOf(a netip.Addr) Family {
@@ -449,19 +467,21 @@ func familyOf(a netip.Addr) Family {
 	return IPv6
 }
 
-// walk sends p through the host and writes what happened into res.
-func (h *Host) walk(res *Result, p *Packet, local bool) {
+// walk sends res.Packet through the host and writes what happened into
+// the other fields of res.
+func (h *Host) walk(res *Result, local bool) {
 	h.trace = h.trace[:0]
 	h.where = place{}
 	h.cur, h.notrack, h.loopback, h.attached = conntrack.Info{}, false, false, false
-	*res = Result{Emitted: res.Emitted[:0]}
+	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace = VerdictAccept, 0, "", nil, nil
+	res.Emitted = res.Emitted[:0]
+	p := &res.Packet
 	if p.FragOffset != 0 && h.defragging(p.Family) {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Held, reasonHeld
 	} else {
 		h.walkHooks(res, p, local)
 	}
-	res.Packet = *p
-	res.Where = h.where.step()
+	h.where.writeStep(&res.Where)
 	if e := h.cur.Entry; e != nil && e.Confirmed() {
 		res.Conn = e
 	}
@@ -578,18 +598,23 @@ func routeFailure(r Route, ok bool) string {
 	return ""
 }
 
-// route returns the longest-prefix route to dst.
+// route returns the longest-prefix route to dst. It walks the routes by
+// pointer: a Route is large, and this runs for every packet.
 func (h *Host) route(dst netip.Addr) (Route, bool) {
-	best, found := Route{}, false
-	for _, r := range h.routes {
-		if r.Dst.Contains(dst) && (!found || r.Dst.Bits() > best.Dst.Bits()) {
-			best, found = r, true
-		}
-	}
 	if h.isLocal(dst) {
 		return Route{Dst: netip.PrefixFrom(dst, dst.BitLen()), Iface: "lo", Type: RouteLocal}, true
 	}
-	return best, found
+	var best *Route
+	for i := range h.routes {
+		r := &h.routes[i]
+		if r.Dst.Contains(dst) && (best == nil || r.Dst.Bits() > best.Dst.Bits()) {
+			best = r
+		}
+	}
+	if best == nil {
+		return Route{}, false
+	}
+	return *best, true
 }
 
 // sourceFor picks the source address of a locally generated packet: the
@@ -646,8 +671,8 @@ func (h *Host) isLocal(a netip.Addr) bool {
 			}
 		}
 	}
-	for _, r := range h.routes {
-		if r.Type == RouteLocal && r.Dst.Contains(a) {
+	for i := range h.routes {
+		if r := &h.routes[i]; r.Type == RouteLocal && r.Dst.Contains(a) {
 			return true
 		}
 	}

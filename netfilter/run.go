@@ -32,20 +32,11 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 			if r.chain.builtin || sp == 0 {
 				// A built-in chain's end, or a user chain reached by goto
 				// from it: the built-in policy decides.
-				base := &t.rules[t.baseEnd[c.hook]]
-				if !h.explaining {
-					base.chain.Counters.Packets++
-					base.chain.Counters.Bytes += uint64(p.Length)
-				}
 				if h.Tracing {
+					base := &t.rules[t.baseEnd[c.hook]]
 					h.traceStep(c, base, policyAction(base.policy))
 				}
-				if base.policy == PolicyDrop {
-					h.decide(c, base)
-					return vDrop
-				}
-				h.decide(c, base)
-				return vAccept
+				return h.policy(t, c.hook, c.table, p.Length)
 			}
 			sp--
 			pc = stack[sp]
@@ -54,7 +45,7 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 		if ex != nil {
 			ex.run.pc, ex.run.sp = pc, sp
 		}
-		if !r.matchIP(p) || !h.runMatches(r, c) {
+		if !r.matchIP(p) || (r.m0 < r.m1 && !h.runMatches(r, c)) {
 			if c.hotdrop {
 				h.decide(c, r)
 				return vDrop
@@ -116,10 +107,25 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 	}
 }
 
+// policy applies the policy of table t's built-in chain at hook hk to a
+// packet of the given length: it counts it and decides.
+func (h *Host) policy(t *ctable, hk Hook, id TableID, length int) verdict {
+	base := &t.rules[t.baseEnd[hk]]
+	if !h.explaining {
+		base.chain.Counters.Packets++
+		base.chain.Counters.Bytes += uint64(length)
+	}
+	h.where = place{r: base, hook: hk, table: id}
+	if base.policy == PolicyDrop {
+		return vDrop
+	}
+	return vAccept
+}
+
 func (h *Host) runMatches(r *crule, c *evalCtx) bool {
 	c.rule = r
-	for i, m := range r.rule.Matches {
-		c.matchIdx = i
+	for i, m := range r.rule.Matches[r.m0:r.m1] {
+		c.matchIdx = int(r.m0) + i
 		if !m.match(c) {
 			return false
 		}
