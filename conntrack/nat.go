@@ -173,7 +173,8 @@ func prefix64(a netip.Addr) uint64 {
 // used reports whether tuple tp (an original-direction view) would clash:
 // its reverse is held by another live entry (nf_nat_used_tuple).
 func (t *Table) used(tp Tuple, e *Entry) bool {
-	x, ok := t.byTuple[reverseKeyOf(&tp)]
+	rev := tp.Reverse()
+	x, _, ok := t.idx.get(&rev)
 	if !ok || x == e {
 		return false
 	}

@@ -75,41 +75,13 @@ type Table struct {
 	tcpLiberal          bool
 	tcpIgnoreInvalidRST bool
 	tcpMaxRetrans       uint8
-	byTuple             map[tupleKey]*Entry // both directions of every confirmed entry
+	idx                 index // both tuples of every confirmed entry
 	bySrc               map[srcKey]*Entry
 	count               int
 }
 
-// tupleKey is a Tuple packed without padding, so that the byTuple map
-// hashes and compares it as one block of memory: with Tuple itself as the
-// key, hashing and comparing field by field cost a third of a lookup.
-type tupleKey struct {
-	src, dst netip.Addr
-	rest     [2]uint64 // ports; ICMP type and code, protocol and zone
-}
-
-func keyOf(t *Tuple) tupleKey {
-	return tupleKey{src: t.Src, dst: t.Dst, rest: [2]uint64{
-		uint64(t.SrcPort)<<16 | uint64(t.DstPort),
-		uint64(t.ICMPType)<<32 | uint64(t.ICMPCode)<<24 | uint64(t.Proto)<<16 | uint64(t.Zone),
-	}}
-}
-
-// reverseKeyOf is keyOf(t.Reverse()) without building the reversed
-// tuple, for the clash checks of NAT port choice.
-func reverseKeyOf(t *Tuple) tupleKey {
-	if t.IsICMP() {
-		r := t.Reverse()
-		return keyOf(&r)
-	}
-	return tupleKey{src: t.Dst, dst: t.Src, rest: [2]uint64{
-		uint64(t.DstPort)<<16 | uint64(t.SrcPort),
-		uint64(t.ICMPType)<<32 | uint64(t.ICMPCode)<<24 | uint64(t.Proto)<<16 | uint64(t.Zone),
-	}}
-}
-
 // srcKey is the kernel's nat bysource key: original source and protocol,
-// packed without padding like tupleKey.
+// packed without padding, so that the map hashes it as one block.
 type srcKey struct {
 	addr netip.Addr
 	rest uint64 // port, protocol, zone
@@ -135,7 +107,6 @@ func NewTable(cfg Config) *Table {
 		tcpLiberal:          cfg.TCPBeLiberal,
 		tcpIgnoreInvalidRST: cfg.TCPIgnoreInvalidRST,
 		tcpMaxRetrans:       uint8(min(max(cfg.TCPMaxRetrans, 0), 255)),
-		byTuple:             make(map[tupleKey]*Entry),
 		bySrc:               make(map[srcKey]*Entry),
 	}
 	if t.rng == nil {
@@ -344,7 +315,7 @@ func (t *Table) refresh(e *Entry, dir Dir, length int, d time.Duration, now time
 // lookup finds a live confirmed entry holding tuple tp, reaping it if it
 // has expired.
 func (t *Table) lookup(tp *Tuple, now time.Time) (*Entry, Dir, bool) {
-	e, ok := t.byTuple[keyOf(tp)]
+	e, dir, ok := t.idx.get(tp)
 	if !ok {
 		return nil, Original, false
 	}
@@ -352,10 +323,7 @@ func (t *Table) lookup(tp *Tuple, now time.Time) (*Entry, Dir, bool) {
 		t.Remove(e)
 		return nil, Original, false
 	}
-	if e.Original == *tp {
-		return e, Original, true
-	}
-	return e, Reply, true
+	return e, dir, true
 }
 
 // Lookup returns the live entry having tuple tp in either direction and
@@ -385,8 +353,10 @@ func (t *Table) Confirm(e *Entry) error {
 }
 
 func (t *Table) insert(e *Entry) {
-	t.byTuple[keyOf(&e.Original)] = e
-	t.byTuple[keyOf(&e.Reply)] = e
+	// Reply first: a tuple that is its own reverse is then found as
+	// Original, the direction listings go by.
+	t.idx.put(e, Reply)
+	t.idx.put(e, Original)
 	t.count++
 	if e.Status&StatusSrcNATDone != 0 {
 		t.bySrc[srcKeyOf(&e.Original)] = e
@@ -426,14 +396,10 @@ func (t *Table) Remove(e *Entry) bool {
 	if e == nil {
 		return false
 	}
-	ko, kr := keyOf(&e.Original), keyOf(&e.Reply)
-	if t.byTuple[ko] != e {
+	if !t.idx.del(&e.Original, e) {
 		return false
 	}
-	delete(t.byTuple, ko)
-	if t.byTuple[kr] == e {
-		delete(t.byTuple, kr)
-	}
+	t.idx.del(&e.Reply, e)
 	k := srcKeyOf(&e.Original)
 	if t.bySrc[k] == e {
 		delete(t.bySrc, k)
@@ -448,11 +414,11 @@ func (t *Table) Remove(e *Entry) bool {
 func (t *Table) Expire() int {
 	now := t.clock.Now()
 	var dead []*Entry
-	for k, e := range t.byTuple {
-		if k == keyOf(&e.Original) && !now.Before(e.Expires) {
+	t.idx.entries(func(e *Entry) {
+		if !now.Before(e.Expires) {
 			dead = append(dead, e)
 		}
-	}
+	})
 	for _, e := range dead {
 		t.Remove(e)
 	}
@@ -489,11 +455,7 @@ func (t *Table) earlyDrop(now time.Time) bool {
 func (t *Table) Entries() []*Entry {
 	t.Expire()
 	out := make([]*Entry, 0, t.count)
-	for k, e := range t.byTuple {
-		if k == keyOf(&e.Original) {
-			out = append(out, e)
-		}
-	}
+	t.idx.entries(func(e *Entry) { out = append(out, e) })
 	slices.SortFunc(out, func(a, b *Entry) int {
 		if c := compareTuple(a.Original, b.Original); c != 0 {
 			return c
@@ -568,7 +530,7 @@ func (t *Table) Delete(f Filter) int {
 // Flush removes every entry (`conntrack -F`) and returns how many were live.
 func (t *Table) Flush() int {
 	n := len(t.Entries())
-	clear(t.byTuple)
+	t.idx.clear()
 	clear(t.bySrc)
 	t.count = 0
 	return n

@@ -382,29 +382,44 @@ func (c *evalCtx) setCTMark(v uint32) {
 // fillFacts writes what conntrack needs to know of a packet into f, in
 // place: Facts are large, and this runs for every tracked packet.
 func fillFacts(f *conntrack.Facts, p *Packet) {
-	*f = conntrack.Facts{Tuple: packetTuple(p), TCPFlags: uint8(p.TCPFlags), Len: p.Length}
+	// Field by field: a Facts built whole would be zeroed, filled and
+	// copied, with write barriers, for every packet.
+	f.Src, f.Dst, f.Proto, f.Zone = p.Src, p.Dst, p.Proto, 0
+	f.SrcPort, f.DstPort, f.ICMPType, f.ICMPCode = 0, 0, 0, 0
+	switch {
+	case hasPorts(p.Proto):
+		f.SrcPort, f.DstPort = p.SrcPort, p.DstPort
+	case p.Proto == ProtoICMP || p.Proto == ProtoICMPv6:
+		f.SrcPort, f.ICMPType, f.ICMPCode = p.ICMPID, p.ICMPType, p.ICMPCode
+	}
+	f.TCPFlags, f.Len = uint8(p.TCPFlags), p.Length
 	if conntrack.IsICMPError(p.Proto, p.ICMPType) {
 		f.Inner = innerTuple(&p.Inner)
+	} else if f.Inner.Proto != 0 || f.Inner.Src.IsValid() {
+		f.Inner = conntrack.Tuple{}
 	}
-	if p.Proto == ProtoTCP {
-		// Sequence-window tracking inputs (conntrack/window.go).
-		ipHL, tcpHL := int(p.IPHeaderLen), int(p.TCPHeaderLen)
-		if ipHL == 0 {
-			ipHL = 20
-			if p.Dst.Is6() {
-				ipHL = 40
-			}
-		}
-		if tcpHL == 0 {
-			tcpHL = 20
-		}
-		f.Seq, f.Ack, f.Window = p.Seq, p.Ack, p.Window
-		f.PayloadLen = max(p.Length-ipHL-tcpHL, 0)
-		f.HasOptions = tcpHL > 20 || p.TCPOptions != [4]uint64{}
-		f.WScale, f.HasWScale = p.WScale, p.hasTCPOption(3)
-		f.SACKPerm = p.hasTCPOption(4)
-		f.SACKEnd, f.HasSACK = p.SACKEnd, p.hasTCPOption(5)
+	if p.Proto != ProtoTCP {
+		f.Seq, f.Ack, f.Window, f.PayloadLen = 0, 0, 0, 0
+		f.HasOptions, f.WScale, f.HasWScale, f.SACKPerm, f.SACKEnd, f.HasSACK = false, 0, false, false, 0, false
+		return
 	}
+	// Sequence-window tracking inputs (conntrack/window.go).
+	ipHL, tcpHL := int(p.IPHeaderLen), int(p.TCPHeaderLen)
+	if ipHL == 0 {
+		ipHL = 20
+		if p.Dst.Is6() {
+			ipHL = 40
+		}
+	}
+	if tcpHL == 0 {
+		tcpHL = 20
+	}
+	f.Seq, f.Ack, f.Window = p.Seq, p.Ack, p.Window
+	f.PayloadLen = max(p.Length-ipHL-tcpHL, 0)
+	f.HasOptions = tcpHL > 20 || p.TCPOptions != [4]uint64{}
+	f.WScale, f.HasWScale = p.WScale, p.hasTCPOption(3)
+	f.SACKPerm = p.hasTCPOption(4)
+	f.SACKEnd, f.HasSACK = p.SACKEnd, p.hasTCPOption(5)
 }
 
 // innerTuple is the conntrack tuple of the packet an ICMP error quotes.
@@ -598,18 +613,24 @@ func routeFailure(r Route, ok bool) string {
 	return ""
 }
 
-// route returns the longest-prefix route to dst. It walks the routes by
-// pointer: a Route is large, and this runs for every packet.
+// route returns the longest-prefix route to dst: the local route for the
+// host's own addresses. It walks the routes once, by pointer: a Route is
+// large, and this runs for every packet.
 func (h *Host) route(dst netip.Addr) (Route, bool) {
-	if h.isLocal(dst) {
-		return Route{Dst: netip.PrefixFrom(dst, dst.BitLen()), Iface: "lo", Type: RouteLocal}, true
-	}
+	local := h.isOwnAddr(dst)
 	var best *Route
-	for i := range h.routes {
+	for i := 0; i < len(h.routes) && !local; i++ {
 		r := &h.routes[i]
-		if r.Dst.Contains(dst) && (best == nil || r.Dst.Bits() > best.Dst.Bits()) {
+		switch {
+		case !r.Dst.Contains(dst):
+		case r.Type == RouteLocal:
+			local = true
+		case best == nil || r.Dst.Bits() > best.Dst.Bits():
 			best = r
 		}
+	}
+	if local {
+		return Route{Dst: netip.PrefixFrom(dst, dst.BitLen()), Iface: "lo", Type: RouteLocal}, true
 	}
 	if best == nil {
 		return Route{}, false
@@ -661,6 +682,19 @@ func (h *Host) sourceFor(r Route, dst netip.Addr) netip.Addr {
 // isLocal reports whether a is one of the host's addresses (the kernel's
 // local routing table), including all of 127.0.0.0/8 and ::1.
 func (h *Host) isLocal(a netip.Addr) bool {
+	if h.isOwnAddr(a) {
+		return true
+	}
+	for i := range h.routes {
+		if r := &h.routes[i]; r.Type == RouteLocal && r.Dst.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// isOwnAddr reports whether a is loopback or an interface's address.
+func (h *Host) isOwnAddr(a netip.Addr) bool {
 	if a.Is4() && a.As4()[0] == 127 || a == netip.IPv6Loopback() {
 		return true
 	}
@@ -669,11 +703,6 @@ func (h *Host) isLocal(a netip.Addr) bool {
 			if p.Addr() == a {
 				return true
 			}
-		}
-	}
-	for i := range h.routes {
-		if r := &h.routes[i]; r.Type == RouteLocal && r.Dst.Contains(a) {
-			return true
 		}
 	}
 	return false

@@ -1,0 +1,149 @@
+package conntrack
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// index finds an entry by either of its tuples, like the kernel's
+// conntrack hash. It is an open-addressing table with linear probing:
+// every packet looks a tuple up, and a Go map keyed by the 64-byte tuple
+// spent most of a lookup hashing and comparing the key.
+type index struct {
+	slots []slot // a power of two long, or empty
+	used  int
+}
+
+// slot holds one tuple of an entry: e.Original or e.Reply, as dir says.
+// hash is the low half of the tuple's hash, enough to place it and to
+// skip most unequal tuples without reading the entry.
+type slot struct {
+	e    *Entry
+	hash uint32
+	dir  Dir
+}
+
+func (s *slot) tuple() *Tuple {
+	if s.dir == Reply {
+		return &s.e.Reply
+	}
+	return &s.e.Original
+}
+
+// hashTuple mixes every field of t. IPv4 and IPv4-mapped addresses, and
+// addresses differing only in zone, hash alike; sameTuple tells them
+// apart.
+func hashTuple(t *Tuple) uint32 {
+	const k1, k2, k3 = 0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9
+	s, d := t.Src.As16(), t.Dst.As16()
+	h := binary.LittleEndian.Uint64(s[:8])*k1 ^ binary.LittleEndian.Uint64(s[8:])*k2 ^
+		bits.RotateLeft64(binary.LittleEndian.Uint64(d[:8])*k3, 17) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(d[8:])*k1, 31) ^
+		(uint64(t.SrcPort)<<48|uint64(t.DstPort)<<32|uint64(t.ICMPType)<<24|uint64(t.ICMPCode)<<16|uint64(t.Proto)<<8)*k2 ^
+		uint64(t.Zone)
+	h ^= h >> 29
+	h *= k3
+	h ^= h >> 32
+	return uint32(h)
+}
+
+// sameTuple is t == u, comparing the fields that differ most often first.
+func sameTuple(t, u *Tuple) bool {
+	return t.SrcPort == u.SrcPort && t.DstPort == u.DstPort && t.Src == u.Src && t.Dst == u.Dst &&
+		t.Proto == u.Proto && t.ICMPType == u.ICMPType && t.ICMPCode == u.ICMPCode && t.Zone == u.Zone
+}
+
+// find returns the slot holding tuple t, or the empty slot where it would
+// go, and whether it was found.
+func (x *index) find(t *Tuple, h uint32) (int, bool) {
+	mask := len(x.slots) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		s := &x.slots[i]
+		if s.e == nil {
+			return i, false
+		}
+		if s.hash == h && sameTuple(s.tuple(), t) {
+			return i, true
+		}
+	}
+}
+
+// get returns the entry holding tuple t and the tuple's direction.
+func (x *index) get(t *Tuple) (*Entry, Dir, bool) {
+	if x.used == 0 {
+		return nil, Original, false
+	}
+	i, ok := x.find(t, hashTuple(t))
+	if !ok {
+		return nil, Original, false
+	}
+	s := &x.slots[i]
+	return s.e, s.dir, true
+}
+
+// put makes tuple dir of e find e, replacing whatever held that tuple.
+func (x *index) put(e *Entry, dir Dir) {
+	if (x.used+1)*4 > len(x.slots)*3 {
+		x.grow()
+	}
+	s := slot{e: e, dir: dir}
+	s.hash = hashTuple(s.tuple())
+	i, ok := x.find(s.tuple(), s.hash)
+	if !ok {
+		x.used++
+	}
+	x.slots[i] = s
+}
+
+func (x *index) grow() {
+	old := x.slots
+	x.slots = make([]slot, max(2*len(old), 16))
+	mask := len(x.slots) - 1
+	for _, s := range old {
+		if s.e == nil {
+			continue
+		}
+		i := int(s.hash) & mask
+		for x.slots[i].e != nil {
+			i = (i + 1) & mask
+		}
+		x.slots[i] = s
+	}
+}
+
+// del removes tuple t if e holds it, and reports whether it did.
+func (x *index) del(t *Tuple, e *Entry) bool {
+	if x.used == 0 {
+		return false
+	}
+	i, ok := x.find(t, hashTuple(t))
+	if !ok || x.slots[i].e != e {
+		return false
+	}
+	// Backward-shift deletion: move later slots of the run back into the
+	// hole unless that would put them before their home slot.
+	mask := len(x.slots) - 1
+	for j := (i + 1) & mask; x.slots[j].e != nil; j = (j + 1) & mask {
+		home := int(x.slots[j].hash) & mask
+		if (j-home)&mask >= (j-i)&mask {
+			x.slots[i] = x.slots[j]
+			i = j
+		}
+	}
+	x.slots[i] = slot{}
+	x.used--
+	return true
+}
+
+// entries calls f for every entry once, by its original tuple.
+func (x *index) entries(f func(e *Entry)) {
+	for i := range x.slots {
+		if s := &x.slots[i]; s.e != nil && s.dir == Original {
+			f(s.e)
+		}
+	}
+}
+
+func (x *index) clear() {
+	clear(x.slots)
+	x.used = 0
+}
