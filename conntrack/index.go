@@ -3,6 +3,7 @@ package conntrack
 import (
 	"encoding/binary"
 	"math/bits"
+	"net/netip"
 )
 
 // index finds an entry by either of its tuples, like the kernel's
@@ -35,15 +36,27 @@ func (s *slot) tuple() *Tuple {
 // apart.
 func hashTuple(t *Tuple) uint32 {
 	const k1, k2, k3 = 0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9
-	s, d := t.Src.As16(), t.Dst.As16()
-	h := binary.LittleEndian.Uint64(s[:8])*k1 ^ binary.LittleEndian.Uint64(s[8:])*k2 ^
-		bits.RotateLeft64(binary.LittleEndian.Uint64(d[:8])*k3, 17) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(d[8:])*k1, 31) ^
+	s0, s1 := addrWords(t.Src)
+	d0, d1 := addrWords(t.Dst)
+	h := s0*k1 ^ s1*k2 ^ bits.RotateLeft64(d0*k3, 17) ^ bits.RotateLeft64(d1*k1, 31) ^
 		(uint64(t.SrcPort)<<48|uint64(t.DstPort)<<32|uint64(t.ICMPType)<<24|uint64(t.ICMPCode)<<16|uint64(t.Proto)<<8)*k2 ^
 		uint64(t.Zone)
 	h ^= h >> 29
 	h *= k3
 	h ^= h >> 32
 	return uint32(h)
+}
+
+// addrWords returns a's bytes as two words. An IPv4 address is read
+// through As4: the 16-byte array of As16 is copied whole by the compiler,
+// and reading it back stalls on the two stores that wrote it.
+func addrWords(a netip.Addr) (uint64, uint64) {
+	if a.Is4() {
+		b := a.As4()
+		return uint64(binary.BigEndian.Uint32(b[:])), 0
+	}
+	b := a.As16()
+	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
 }
 
 // sameTuple is t == u, comparing the fields that differ most often first.

@@ -33,10 +33,11 @@ type crule struct {
 	traced *ruleTrace
 
 	src, dst netip.Prefix // copies for the fast path
-	// m0 and m1 bound the matches that need evaluating: comments at the
-	// start or end of the rule (most kube-proxy rules open with one) are
-	// left out.
-	m0, m1 int32
+	// matches are the rule's matches that need evaluating, from index m0
+	// of the rule's: comments at the start or end (most kube-proxy rules
+	// open with one) are left out.
+	matches []Match
+	m0      int
 	// disp, when set, indexes the run of rules this one belongs to.
 	disp *dispatch
 }
@@ -106,7 +107,8 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 				// Built in place: 170k rules are worth not copying.
 				ct.rules = append(ct.rules, crule{rule: r, chain: c, num: i + 1, kind: vContinue, src: r.IP.Src, dst: r.IP.Dst})
 				cr := &ct.rules[len(ct.rules)-1]
-				cr.m0, cr.m1 = matchBounds(r.Matches)
+				m0, m1 := matchBounds(r.Matches)
+				cr.matches, cr.m0 = r.Matches[m0:m1:m1], m0
 				switch tg := r.Target.(type) {
 				case nil:
 				case *VerdictTarget:
@@ -183,7 +185,7 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 
 // matchBounds returns the range of ms left when leading and trailing
 // comment matches, which always match, are dropped.
-func matchBounds(ms []Match) (int32, int32) {
+func matchBounds(ms []Match) (int, int) {
 	i, j := 0, len(ms)
 	for i < j && isComment(ms[i]) {
 		i++
@@ -191,7 +193,7 @@ func matchBounds(ms []Match) (int32, int32) {
 	for j > i && isComment(ms[j-1]) {
 		j--
 	}
-	return int32(i), int32(j)
+	return i, j
 }
 
 func isComment(m Match) bool {

@@ -136,6 +136,9 @@ type Host struct {
 	// hookOrder is what runs at each hook (hookTables), fixed by the
 	// backend.
 	hookOrder [numHooks][]TableID
+	// loRoute is what route returns for the host's own addresses.
+	loRoute Route
+	fib     fib
 }
 
 // NewHost returns a host with no interfaces, no routes and empty rulesets.
@@ -147,6 +150,7 @@ func NewHost(cfg HostConfig) *Host {
 	h.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	h.rules[0], h.rules[1] = NewRuleset(IPv4), NewRuleset(IPv6)
 	h.ctx.host = h
+	h.loRoute = Route{Iface: "lo", Type: RouteLocal}
 	for hk := range Hook(numHooks) {
 		h.hookOrder[hk] = h.hookTables(hk)
 	}
@@ -205,6 +209,7 @@ func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
 		}
 	}
 	h.ifaces = append(h.ifaces, &Interface{Name: name, Addrs: slices.Clone(addrs)})
+	h.fib.valid = false
 	for _, a := range addrs {
 		if a.Bits() < a.Addr().BitLen() {
 			h.routes = append(h.routes, Route{Dst: a.Masked(), Iface: name})
@@ -213,7 +218,9 @@ func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
 	return nil
 }
 
-// Interface returns the interface called name, or nil.
+// Interface returns the interface called name, or nil. It is the host's
+// own: add addresses with AddInterface, not by changing its Addrs, which
+// the host's compiled routing table would not see.
 func (h *Host) Interface(name string) *Interface {
 	for _, i := range h.ifaces {
 		if i.Name == name {
@@ -232,6 +239,7 @@ func (h *Host) AddRoute(r Route) error {
 		return fmt.Errorf("%w: route %s via unknown interface %q", ErrBadValue, r.Dst, r.Iface)
 	}
 	h.routes = append(h.routes, r)
+	h.fib.valid = false
 	return nil
 }
 

@@ -99,8 +99,8 @@ func (h *Host) addrType6(a netip.Addr, iface string) AddrType {
 	if t == AddrMulticast && h.hasIPv6Iface() {
 		return t // every IPv6 interface has ff00::/8 in the local table
 	}
-	r, ok := h.route(a)
-	if !ok {
+	r := h.route(a)
+	if r == nil {
 		return t&^AddrLocal | AddrUnreachable
 	}
 	switch r.Type {

@@ -83,7 +83,7 @@ func (h *Host) bindNAT(hk Hook, p *Packet, req *natRequest) bool {
 		// destination itself when it is local: a locally generated
 		// packet to one of the host's addresses, masqueraded on lo,
 		// gets that address as its source.
-		a := h.sourceFor(Route{Iface: p.Out}, p.Dst)
+		a := h.sourceFor(&Route{Iface: p.Out}, p.Dst)
 		if p.Family == IPv6 && h.isLocal(p.Dst) {
 			a = p.Dst
 		}
@@ -99,7 +99,7 @@ func (h *Host) bindNAT(hk Hook, p *Packet, req *natRequest) bool {
 			a = netip.IPv6Loopback()
 		}
 		if p.In != "" {
-			if ia := h.sourceFor(Route{Iface: p.In}, p.Dst); ia.IsValid() {
+			if ia := h.sourceFor(&Route{Iface: p.In}, p.Dst); ia.IsValid() {
 				a = ia
 			}
 		}

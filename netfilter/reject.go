@@ -100,8 +100,8 @@ func (h *Host) rejectReply(p *Packet, k rejectKind) (Packet, bool) {
 		}
 	}
 	if k != RejectTCPReset && !h.isLocal(p.Dst) {
-		back, found := h.route(p.Src)
-		if !found {
+		back := h.route(p.Src)
+		if back == nil {
 			return Packet{}, false
 		}
 		r.Src = h.sourceFor(back, p.Src)

@@ -45,7 +45,7 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 		if ex != nil {
 			ex.run.pc, ex.run.sp = pc, sp
 		}
-		if !r.matchIP(p) || (r.m0 < r.m1 && !h.runMatches(r, c)) {
+		if !r.matchIP(p) || (len(r.matches) > 0 && !h.runMatches(r, c)) {
 			if c.hotdrop {
 				h.decide(c, r)
 				return vDrop
@@ -124,8 +124,8 @@ func (h *Host) policy(t *ctable, hk Hook, id TableID, length int) verdict {
 
 func (h *Host) runMatches(r *crule, c *evalCtx) bool {
 	c.rule = r
-	for i, m := range r.rule.Matches[r.m0:r.m1] {
-		c.matchIdx = int(r.m0) + i
+	for i, m := range r.matches {
+		c.matchIdx = r.m0 + i
 		if !m.match(c) {
 			return false
 		}
