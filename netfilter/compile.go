@@ -49,6 +49,9 @@ type ctable struct {
 	rules   []crule
 	entry   [numHooks]int // first rule of each built-in chain; -1 if none
 	baseEnd [numHooks]int // end marker of each built-in chain
+	// empty marks the built-in chains without rules, where only the
+	// policy applies.
+	empty [numHooks]bool
 	depth   int           // deepest nesting of user chains below a base chain
 	stack   []int         // return addresses, sized by depth, reused
 	// linear turns the dispatch maps off: the reference evaluator that
@@ -173,6 +176,7 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 			if h, ok := c.Hook(); ok {
 				ct.entry[h] = start[c.Name]
 				ct.baseEnd[h] = len(ct.rules)
+				ct.empty[h] = len(c.Rules) == 0
 			}
 			ct.rules = append(ct.rules, end)
 		}

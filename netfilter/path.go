@@ -244,7 +244,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 		if t == nil || t.entry[hk] < 0 {
 			continue
 		}
-		if r := &t.rules[t.entry[hk]]; r.end && r.chain.builtin && id != NAT && !h.Tracing {
+		if t.empty[hk] && id != NAT && !h.Tracing {
 			// An empty built-in chain (mangle on most nodes): only its
 			// policy applies, and nothing needs an evaluation context.
 			if h.policy(t, hk, id, p.Length) == vDrop {

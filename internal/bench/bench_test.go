@@ -52,6 +52,8 @@ func BenchmarkNewConnLast(b *testing.B) {
 
 func BenchmarkEstablished(b *testing.B) { forSizes(b, EstablishedBench) }
 
+func BenchmarkEstablishedTo(b *testing.B) { forSizes(b, EstablishedToBench) }
+
 func BenchmarkExplain(b *testing.B) { forSizes(b, ExplainBench) }
 
 // TestSetup pins the cluster shape and that every service is reachable,

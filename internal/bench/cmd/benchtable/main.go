@@ -57,7 +57,7 @@ type row struct {
 	setup                       *bench.Setup
 	loadSec, loadNsRule, allocB float64
 	heapB                       float64
-	first, last, est            float64 // ns per packet
+	first, last, est, estTo     float64 // ns per packet
 	estAllocs                   int64
 	explain                     float64 // ns
 	k                           kernelRow
@@ -79,6 +79,8 @@ func measure(n int) (row, error) {
 	r.last = nsPerOp(testing.Benchmark(func(b *testing.B) { bench.NewConnBench(b, s, n-1) }))
 	est := testing.Benchmark(func(b *testing.B) { bench.EstablishedBench(b, s) })
 	r.est, r.estAllocs = nsPerOp(est), est.AllocsPerOp()
+	estTo := testing.Benchmark(func(b *testing.B) { bench.EstablishedToBench(b, s) })
+	r.estTo, r.estAllocs = nsPerOp(estTo), max(r.estAllocs, estTo.AllocsPerOp())
 	r.explain = nsPerOp(testing.Benchmark(func(b *testing.B) { bench.ExplainBench(b, s) }))
 	return r, nil
 }
@@ -99,11 +101,11 @@ func rate(ns float64) string {
 
 func printTable(rows []row, kernel bool) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "services\trules\tload\tload/rule\talloc/rule\theap/rule\tnew conn first\tnew conn last\testablished\tallocs/est pkt\tExplain\t")
+	fmt.Fprintln(w, "services\trules\tload\tload/rule\talloc/rule\theap/rule\tnew conn first\tnew conn last\testablished\testablished (ReceiveTo)\tallocs/est pkt\tExplain\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%d\t%d\t%.3f s\t%.0f ns\t%.0f B\t%.0f B\t%s pkt/s\t%s pkt/s\t%s pkt/s\t%d\t%.0f µs\t\n",
+		fmt.Fprintf(w, "%d\t%d\t%.3f s\t%.0f ns\t%.0f B\t%.0f B\t%s pkt/s\t%s pkt/s\t%s pkt/s\t%s pkt/s\t%d\t%.0f µs\t\n",
 			r.setup.Services, r.setup.Rules, r.loadSec, r.loadNsRule, r.allocB, r.heapB,
-			rate(r.first), rate(r.last), rate(r.est), r.estAllocs, r.explain/1e3)
+			rate(r.first), rate(r.last), rate(r.est), rate(r.estTo), r.estAllocs, r.explain/1e3)
 	}
 	w.Flush()
 	if !kernel {
