@@ -96,10 +96,11 @@ func (t *Table) SetupNAT(e *Entry, k NATKind, r NATRange) error {
 	if err := r.normalize(e.Original.Src); err != nil {
 		return fmt.Errorf("setup %v for %v: %w", k, e.Original, err)
 	}
-	curr := e.Reply.Reverse()
+	var curr Tuple
+	e.Reply.reverseInto(&curr)
 	next := t.uniqueTuple(curr, r, k, e)
 	if next != curr {
-		e.Reply = next.Reverse()
+		next.reverseInto(&e.Reply)
 		if k == SNAT {
 			e.Status |= StatusSrcNAT
 		} else {
@@ -172,8 +173,9 @@ func prefix64(a netip.Addr) uint64 {
 
 // used reports whether tuple tp (an original-direction view) would clash:
 // its reverse is held by another live entry (nf_nat_used_tuple).
-func (t *Table) used(tp Tuple, e *Entry) bool {
-	rev := tp.Reverse()
+func (t *Table) used(tp *Tuple, e *Entry) bool {
+	var rev Tuple
+	tp.reverseInto(&rev)
 	x, _, ok := t.idx.get(&rev)
 	if !ok || x == e {
 		return false
@@ -212,7 +214,7 @@ func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 	randomAll := r.Flags&(NATRandom|NATRandomFully) != 0
 	if k == SNAT && !randomAll {
 		if r.inRange(orig, k) {
-			if !t.used(orig, e) {
+			if !t.used(&orig, e) {
 				return orig
 			}
 		} else if x, ok := t.bySrc[srcKeyOf(&orig)]; ok && x != e {
@@ -221,7 +223,7 @@ func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 			if orig.IsICMP() {
 				cand.ICMPType, cand.ICMPCode = orig.ICMPType, orig.ICMPCode
 			}
-			if r.inRange(cand, k) && !t.used(cand, e) {
+			if r.inRange(cand, k) && !t.used(&cand, e) {
 				return cand
 			}
 		}
@@ -230,10 +232,10 @@ func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 	r.pickAddr(&tp, k)
 	if !randomAll {
 		if r.protoSpecified() {
-			if r.Flags&NATOffset == 0 && r.inRange(tp, k) && (r.MinPort == r.MaxPort || !t.used(tp, e)) {
+			if r.Flags&NATOffset == 0 && r.inRange(tp, k) && (r.MinPort == r.MaxPort || !t.used(&tp, e)) {
 				return tp
 			}
-		} else if !t.used(tp, e) {
+		} else if !t.used(&tp, e) {
 			return tp
 		}
 	}
@@ -363,7 +365,7 @@ func (t *Table) uniquePort(tp *Tuple, r NATRange, k NATKind, e *Entry) {
 	for {
 		for i := uint32(0); i < attempts; i, off = i+1, off+1 {
 			*key = uint16(lo + uint32(off)%size)
-			if !t.used(*tp, e) {
+			if !t.used(tp, e) {
 				return
 			}
 		}

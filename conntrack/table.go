@@ -248,13 +248,8 @@ func (t *Table) create(f *Facts, now time.Time) (Info, error) {
 	if t.count >= t.max && !t.earlyDrop(now) {
 		return Info{}, fmt.Errorf("new %v: %w", f.Tuple, ErrTableFull)
 	}
-	e := &Entry{
-		Original: f.Tuple,
-		Reply:    f.Tuple.Reverse(),
-		Use:      1,
-		ID:       t.rng.Uint32(),
-		udpStart: now,
-	}
+	e := &Entry{Original: f.Tuple, Use: 1, ID: t.rng.Uint32(), udpStart: now}
+	f.Tuple.reverseInto(&e.Reply)
 	if f.Proto == ProtoTCP {
 		e.tcp.initWindow(f)
 	}

@@ -69,16 +69,25 @@ func (t Tuple) DstAddrPort() netip.AddrPort { return netip.AddrPortFrom(t.Dst, t
 // identifier stays and a request type becomes its reply type (and back).
 // Reverse of a tuple whose ICMP type has no inverse keeps the type.
 func (t Tuple) Reverse() Tuple {
-	r := t
-	r.Src, r.Dst = t.Dst, t.Src
+	var r Tuple
+	t.reverseInto(&r)
+	return r
+}
+
+// reverseInto writes t.Reverse() into r field by field: copying t whole
+// and then changing fields stalls on the partial stores (NAT setup and
+// clash checks reverse tuples several times per connection).
+func (t *Tuple) reverseInto(r *Tuple) {
+	r.Src, r.Dst, r.Proto, r.Zone = t.Dst, t.Src, t.Proto, t.Zone
+	r.ICMPType, r.ICMPCode = t.ICMPType, t.ICMPCode
 	if t.IsICMP() {
+		r.SrcPort, r.DstPort = t.SrcPort, t.DstPort
 		if inv, ok := icmpInverse(t.Proto, t.ICMPType); ok {
 			r.ICMPType = inv
 		}
-		return r
+		return
 	}
 	r.SrcPort, r.DstPort = t.DstPort, t.SrcPort
-	return r
 }
 
 // String returns the tuple in conntrack's key=value form, e.g.

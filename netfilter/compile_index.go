@@ -25,12 +25,15 @@ type dispatch struct {
 
 // dispatchKey is what a rule of an indexed run can require of a packet:
 // its destination, its protocol (0 for any) and, when port is set, its
-// destination port.
+// destination port. It has no padding (pad is always zero), so that the
+// map hashes and compares it as one block of memory rather than field by
+// field.
 type dispatchKey struct {
 	dst   netip.Addr
 	proto uint8
 	port  bool
 	dport uint16
+	pad   uint32
 }
 
 // indexClass says how a rule takes part in a dispatch run.

@@ -75,4 +75,11 @@ func TestSetup(t *testing.T) {
 		}
 	})
 	assert.Zero(t, allocs, "established flow allocates")
+	var r netfilter.Result
+	allocs = testing.AllocsPerRun(100, func() {
+		if s.Host.ReceiveTo(&r, "eth0", &ack); r.Disposition != netfilter.Forwarded {
+			t.Fatalf("ACK: %v (%s)", r.Disposition, r.Reason)
+		}
+	})
+	assert.Zero(t, allocs, "established flow through ReceiveTo allocates")
 }
