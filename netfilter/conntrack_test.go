@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -121,4 +122,53 @@ func TestMasqueradeOutOfAddresslessInterface(t *testing.T) {
 	res := h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.9.7", 80, SYN))
 	require.Equal(t, Forwarded, res.Disposition)
 	assert.Equal(t, netip.MustParseAddr("192.168.10.1"), res.Packet.Src)
+}
+
+// Recorded in namespaces (TestKernelTCPInvalidReplyToSNATAddress): after a
+// SYN retransmitted 2^30 higher, the SYN/ACK answering the first sequence
+// number is ignored and the entry stays SYN_SENT; the server's FIN in that
+// state is INVALID, so it is not un-NATed and goes back out of eth1 to the
+// SNAT address (where the kernel, with no neighbour for it, loses it).
+func TestInvalidReplyKeepsSNATAddress(t *testing.T) {
+	h := testHost(t, "*nat\n-A POSTROUTING -o eth1 -j SNAT --to-source 10.244.1.100\nCOMMIT\n", HostConfig{})
+	seg := func(src, dst string, sport, dport uint16, flags TCPFlags, seq, ack uint32) Packet {
+		p := tcpPacket(src, dst, dport, flags)
+		p.SrcPort, p.Seq, p.Ack, p.Window = sport, seq, ack, 64240
+		return p
+	}
+	for _, seq := range []uint32{1000, 1000 + 1<<30} {
+		res := h.Receive("eth0", seg("192.168.10.2", "10.244.1.5", 40000, 80, SYN, seq, 0))
+		require.Equal(t, Forwarded, res.Disposition)
+		require.Equal(t, netip.MustParseAddr("10.244.1.100"), res.Packet.Src)
+	}
+	res := h.Receive("eth1", seg("10.244.1.5", "10.244.1.100", 80, 40000, SYN|ACK, 5000, 1001))
+	require.Equal(t, Forwarded, res.Disposition)
+	assert.Equal(t, netip.MustParseAddr("192.168.10.2"), res.Packet.Dst, "ignored, still un-NATed")
+	res = h.Receive("eth1", seg("10.244.1.5", "10.244.1.100", 80, 40000, FIN|ACK, 5001, 1001))
+	require.Equal(t, Forwarded, res.Disposition)
+	assert.Nil(t, res.Conn, "INVALID")
+	assert.Equal(t, "eth1", res.Packet.Out)
+	assert.Equal(t, netip.MustParseAddr("10.244.1.100"), res.Packet.Dst)
+	require.Equal(t, 1, h.Conntrack().Len())
+	assert.Equal(t, conntrack.TCPSynSent, h.Conntrack().Entries()[0].TCPState)
+}
+
+// Recorded in namespaces (TestKernelRejectInvalidResetTracked): REJECT's
+// reset for an INVALID packet is not attached to any connection; it is
+// looked up in OUTPUT, found as the connection's reply and closes it.
+func TestRejectOfInvalidPacketResetTracked(t *testing.T) {
+	h := testHost(t, "*filter\n-A FORWARD -p tcp -m conntrack --ctstate INVALID -j REJECT --reject-with tcp-reset\nCOMMIT\n", HostConfig{})
+	seg := func(src, dst string, sport, dport uint16, flags TCPFlags, seq, ack uint32) Packet {
+		p := tcpPacket(src, dst, dport, flags)
+		p.SrcPort, p.Seq, p.Ack, p.Window, p.Length = sport, seq, ack, 64240, 40
+		return p
+	}
+	require.Equal(t, Forwarded, h.Receive("eth0", seg("192.168.10.2", "10.244.1.5", 40000, 80, SYN, 1000, 0)).Disposition)
+	require.Equal(t, Forwarded, h.Receive("eth1", seg("10.244.1.5", "192.168.10.2", 80, 40000, SYN|ACK, 5000, 1001)).Disposition)
+	res := h.Receive("eth0", seg("192.168.10.2", "10.244.1.5", 40000, 80, ACK, 1001+1<<30, 5001))
+	require.Equal(t, Rejected, res.Disposition)
+	require.Len(t, res.Emitted, 1)
+	assert.Equal(t, uint32(5001), res.Emitted[0].Seq)
+	require.Equal(t, 1, h.Conntrack().Len())
+	assert.Equal(t, conntrack.TCPClose, h.Conntrack().Entries()[0].TCPState)
 }

@@ -137,8 +137,8 @@ func (f *FrameHost) finish(frame []byte, res Result) (FrameResult, error) {
 			return fr, err
 		}
 		if e.Proto == ProtoTCP {
-			// The reset's numbers come from the frame it answers, which
-			// the Packet-level host does not fill in.
+			// The reset's numbers as written into the frame, from the
+			// bytes of the segment it answers.
 			res.Emitted[i].Seq, res.Emitted[i].Ack = f.dec.resetSeq, f.dec.resetAck
 			res.Emitted[i].TCPHeaderLen = 20
 		}

@@ -634,8 +634,11 @@ func (h *Host) sendEmitted(r Packet) (Packet, bool) {
 			dir = conntrack.Original
 		}
 		h.cur = conntrack.Info{Entry: h.cur.Entry, Dir: dir, State: conntrack.StateRelated}
+		// nf_ct_attach needs the offending packet's conntrack; an INVALID
+		// one has none (nf_conntrack_in cleared it), so its reply is
+		// looked up like any local packet: a reset can close the entry.
+		h.attached = true
 	}
-	h.attached = true
 	out := h.route(r.Dst)
 	if routeFailure(out) != "" {
 		return Packet{}, false

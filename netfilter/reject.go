@@ -39,8 +39,12 @@ func buildReject(p *Packet, k rejectKind) (Packet, bool) {
 		r.Proto, r.SrcPort, r.DstPort = ProtoTCP, p.DstPort, p.SrcPort
 		// A segment with ACK gets a bare RST carrying its ack number as
 		// sequence; one without (a SYN) gets RST|ACK acknowledging it.
+		// The numbers matter to conntrack when the reset is not attached
+		// to a connection (sendEmitted) and is tracked like any packet.
+		var ack bool
+		ack, r.Seq, r.Ack = resetSeq(p)
 		r.TCPFlags = RST
-		if p.TCPFlags&ACK == 0 {
+		if ack {
 			r.TCPFlags |= ACK
 		}
 		r.Length = 20 + 20

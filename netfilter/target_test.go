@@ -102,17 +102,18 @@ func TestTargetErrors(t *testing.T) {
 func TestBuildReject(t *testing.T) {
 	a := netip.MustParseAddr
 	syn := Packet{Family: IPv4, Proto: ProtoTCP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 40000, DstPort: 80,
-		TCPFlags: SYN, TTL: 64, Length: 60, In: "eth0"}
+		TCPFlags: SYN, TTL: 64, Length: 60, In: "eth0", Seq: 1000, TCPHeaderLen: 40}
 	r, ok := buildReject(&syn, RejectTCPReset)
 	require.True(t, ok)
 	assert.Equal(t, Packet{Family: IPv4, Proto: ProtoTCP, Src: a("10.0.0.1"), Dst: a("10.0.0.2"), SrcPort: 80, DstPort: 40000,
-		TCPFlags: RST | ACK, TTL: 64, Length: 40, Out: "eth0"}, r)
+		TCPFlags: RST | ACK, TTL: 64, Length: 40, Out: "eth0", Ack: 1001}, r)
 
 	ack := syn
-	ack.TCPFlags = ACK | PSH
+	ack.TCPFlags, ack.Ack = ACK|PSH, 5000
 	r, ok = buildReject(&ack, RejectTCPReset)
 	require.True(t, ok)
 	assert.Equal(t, RST, r.TCPFlags)
+	assert.Equal(t, [2]uint32{5000, 0}, [2]uint32{r.Seq, r.Ack})
 
 	rst := syn
 	rst.TCPFlags = RST

@@ -146,3 +146,28 @@ func TestKernelNATRejectReply(t *testing.T) {
 	assert.Equal(t, res.KernelFrames, res.SimFrames)
 	assert.Empty(t, res.Diffs)
 }
+
+// TestKernelRejectInvalidResetTracked: an INVALID packet has no conntrack
+// to attach REJECT's reset to (nf_conntrack_in cleared it), so the reset
+// is looked up in OUTPUT like any local packet. Without NAT it is the
+// connection's reply and, in window, closes it; with MASQUERADE its tuple
+// (to the client's own address) is not the reply tuple, and nothing changes.
+func TestKernelRejectInvalidResetTracked(t *testing.T) {
+	kerneltest.Require(t)
+	lab := newNATLab(t)
+	filter := filterHead + "-A FORWARD -p tcp -m conntrack --ctstate INVALID -j REJECT --reject-with tcp-reset\nCOMMIT\n"
+	ahead := flowStep{Flags: "ACK", SeqDelta: 1 << 30}
+	f := genFlow{From: FromClient, Proto: "tcp", Dst: serverIP, SPort: 40000, DPort: 80, Name: "ahead",
+		Steps: []flowStep{iStep("SYN", 0), rStep("SYN,ACK", 0), ahead}}
+	for _, tc := range []struct{ rules, state string }{
+		{filter, "CLOSE"},
+		{filter + natHead + "-A POSTROUTING -o eth1 -j MASQUERADE\nCOMMIT\n", "SYN_RECV"},
+	} {
+		res, err := runNATCase(lab, natCase{Rules: tc.rules, Flows: []genFlow{f}})
+		require.NoError(t, err)
+		assert.Empty(t, res.Diffs, "%s", res.Transcript)
+		assert.Equal(t, []string{"client: tcp 10.244.1.5:80 > 192.168.10.2:40000 [RST] ttl=64 len=40"}, res.KernelFrames[0][2])
+		require.Len(t, res.Kernel[0], 1)
+		assert.Equal(t, tc.state, strings.Fields(res.Kernel[0][0])[2], tc.rules)
+	}
+}

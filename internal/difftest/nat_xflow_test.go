@@ -57,6 +57,27 @@ func newXLab(t testing.TB) *kerneltest.Lab {
 	return lab
 }
 
+// xNeighbourKnown is neighbourKnown for newXLab: the node has static
+// neighbours for the client addresses on eth0 (the default routes' gateway
+// too) and the server addresses on eth1, and no link-local address to send
+// a neighbour solicitation from. A packet for any other on-link address,
+// such as an INVALID reply, which keeps the SNAT address it was sent to,
+// waits for a neighbour that never answers and is dropped (about 3 s later
+// the node sends an ICMP address/host unreachable, which the next step's
+// Settle discards). packetwalk has no neighbour layer.
+func xNeighbourKnown(p netfilter.Packet) bool {
+	switch p.Out {
+	case "eth0":
+		if !netip.MustParsePrefix("192.168.10.0/24").Contains(p.Dst) && !netip.MustParsePrefix("fd00:10::/64").Contains(p.Dst) {
+			return true // through the gateway
+		}
+		return slices.Contains([]netip.Addr{clientIP, client2, client3, client6, client6b}, p.Dst)
+	case "eth1":
+		return slices.Contains([]netip.Addr{serverIP, server2, server6, server6b}, p.Dst)
+	}
+	return true
+}
+
 // newXSimHost is newXLab's node in packetwalk, with timeouts to (zero
 // fields: defaults).
 func newXSimHost(to conntrack.Timeouts) *netfilter.Host {
@@ -608,6 +629,13 @@ func (r *xRun) flow(fi int, firstOnly bool) error {
 			}
 		}
 		so := simRunPacket(r.h, from, pk[1].simPacket())
+		so.Out = slices.DeleteFunc(so.Out, func(o netfilter.Packet) bool {
+			if xNeighbourKnown(o) {
+				return false
+			}
+			so.Notes = append(so.Notes, fmt.Sprintf("no neighbour for %s on %s: frame lost", o.Dst, o.Out))
+			return true
+		})
 		if si == 0 {
 			r.pinned = false
 			resp[0], resp[1] = r.bind(fi, f, pk[0], obs, so)

@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,46 @@ func TestKernelTCPIgnoredSynAck(t *testing.T) {
 			last := r.res.Kernel[len(r.res.Kernel)-1]
 			require.Len(t, last, 1)
 			assert.Equal(t, tc.state, strings.Fields(last[0])[2])
+		})
+	}
+}
+
+// TestKernelTCPInvalidReplyToSNATAddress: a SYN_SENT entry whose SYN was
+// retransmitted 2^30 higher ignores the SYN/ACK answering a reused tuple's
+// SYN (SEEN_REPLY set, still SYN_SENT); the client's ACKs and FIN are then
+// INVALID and leave without SNAT, and so is the server's FIN (a reply FIN
+// in SYN_SENT), which is not un-NATed: the node forwards it back out of
+// eth1 to the SNAT address, has no neighbour there and loses it. Both
+// families; the entry stays SYN_SENT throughout.
+func TestKernelTCPInvalidReplyToSNATAddress(t *testing.T) {
+	lab := newXLabRequired(t)
+	for _, tc := range []struct {
+		name     string
+		v6       bool
+		src, dst netip.Addr
+		to       string
+	}{
+		{"ipv4", false, client2, serverIP, "10.244.1.100-10.244.1.103"},
+		{"ipv6", true, client6b, server6, "fd00:244::100-fd00:244::103"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			flow := func(name string, steps ...flowStep) xflow {
+				return xflow{From: FromClient, Src: tc.src, Dst: tc.dst, Proto: "tcp", SPort: 40000, DPort: 8080, Name: name, Steps: steps}
+			}
+			c := xCase{V6: tc.v6, Exact: true, Rules: natHead + "-A POSTROUTING -o eth1 -j SNAT --to-source " + tc.to + " --persistent\nCOMMIT\n",
+				Flows: []xflow{
+					flow("syn-only", iStep("SYN", 0), flowStep{Flags: "SYN", SeqDelta: 1 << 30}),
+					flow("reuse-fin", reuseFin...),
+				}}
+			r, err := runXCase(lab, c)
+			require.NoError(t, err)
+			require.Empty(t, r.res.Diffs, "%s\n%s", c, r.res.Transcript)
+			// Flow 2's server FIN (its 7th step, the 9th packet) reaches nobody.
+			require.Len(t, r.res.KernelFrames, 2+7)
+			assert.Empty(t, r.res.KernelFrames[2+6][0], "%s", r.res.Transcript)
+			last := r.res.Kernel[len(r.res.Kernel)-1]
+			require.Len(t, last, 1)
+			assert.Equal(t, "SYN_SENT", strings.Fields(last[0])[2])
 		})
 	}
 }
