@@ -11,35 +11,45 @@ import (
 // iptables has no such limit.
 const maxNFTDepth = 15
 
-// crule is one compiled rule, or the end marker of a chain.
+// crule is one compiled rule, or the end marker of a chain. It is kept
+// small (a 10k-service ruleset compiles 170k of them): what few rules
+// need lives behind extra.
 type crule struct {
-	rule  *Rule
-	chain *Chain
-	num   int // 1-based position in its chain; 0 for an end marker
+	rule    *Rule
+	chain   *Chain
+	apply   applier // extension target, or nil
+	matches []Match // the matches to evaluate, from index m0 of the rule's (see matchBounds)
+	// src and dst are copies for the fast path.
+	src, dst netip.Prefix
+	// disp, when set, indexes the run of rules this one belongs to.
+	disp  *dispatch
+	extra *cruleExtra // nil for most rules
+	num   int32       // 1-based position in its chain; 0 for an end marker
+	jump  int32       // start index of the chain jumped to
+	m0    int32
 	end   bool
-	// base is the index of the end marker of the built-in chain a user
-	// chain end returns to when the jump stack is empty (reached by goto).
-	kind   verdict // for verdict and jump targets
-	jump   int     // start index of the chain jumped to
-	apply  applier // extension target, or nil
-	policy Policy  // for the end marker of a built-in chain
+	kind  verdict // for verdict and jump targets
+	// policy is the policy of a built-in chain, at its end marker.
+	policy Policy
+}
+
+// cruleExtra is the part of a compiled rule that few rules need.
+type cruleExtra struct {
 	// state holds per-rule mutable state (nth counters), indexed by match.
 	state []uint32
 	// ext holds per-rule state larger than a uint32 (limit's token
 	// bucket), indexed by match; nil when no match of the rule needs it.
 	ext []any
-
 	// traced caches what traces print of the rule, made on first use.
 	traced *ruleTrace
+}
 
-	src, dst netip.Prefix // copies for the fast path
-	// matches are the rule's matches that need evaluating, from index m0
-	// of the rule's: comments at the start or end (most kube-proxy rules
-	// open with one) are left out.
-	matches []Match
-	m0      int
-	// disp, when set, indexes the run of rules this one belongs to.
-	disp *dispatch
+// more returns r.extra, made on first use.
+func (r *crule) more() *cruleExtra {
+	if r.extra == nil {
+		r.extra = &cruleExtra{}
+	}
+	return r.extra
 }
 
 // ctable is a table compiled to a flat rule array with resolved jumps.
@@ -108,10 +118,10 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 		for _, c := range chains {
 			for i, r := range c.Rules {
 				// Built in place: 170k rules are worth not copying.
-				ct.rules = append(ct.rules, crule{rule: r, chain: c, num: i + 1, kind: vContinue, src: r.IP.Src, dst: r.IP.Dst})
-				cr := &ct.rules[len(ct.rules)-1]
 				m0, m1 := matchBounds(r.Matches)
-				cr.matches, cr.m0 = r.Matches[m0:m1:m1], m0
+				ct.rules = append(ct.rules, crule{rule: r, chain: c, num: int32(i + 1), kind: vContinue, src: r.IP.Src, dst: r.IP.Dst,
+					matches: r.Matches[m0:m1:m1], m0: int32(m0)})
+				cr := &ct.rules[len(ct.rules)-1]
 				switch tg := r.Target.(type) {
 				case nil:
 				case *VerdictTarget:
@@ -124,7 +134,7 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 						cr.kind = vReturn
 					}
 				case *JumpTarget:
-					cr.kind, cr.jump = vJump, start[tg.Chain]
+					cr.kind, cr.jump = vJump, int32(start[tg.Chain])
 					if tg.Goto {
 						cr.kind = vGoto
 					}
@@ -151,16 +161,18 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 					if s, ok := m.(stateful); ok {
 						// Only rules with state get the slice: most have
 						// none, and a 10k-service table has 170k rules.
-						if cr.state == nil {
-							cr.state = make([]uint32, len(r.Matches))
+						x := cr.more()
+						if x.state == nil {
+							x.state = make([]uint32, len(r.Matches))
 						}
-						cr.state[k] = s.initialState()
+						x.state[k] = s.initialState()
 					}
 					if s, ok := m.(extStateful); ok {
-						if cr.ext == nil {
-							cr.ext = make([]any, len(r.Matches))
+						x := cr.more()
+						if x.ext == nil {
+							x.ext = make([]any, len(r.Matches))
 						}
-						cr.ext[k] = s.newState()
+						x.ext[k] = s.newState()
 					}
 				}
 				if st, ok := r.Target.(*SetTarget); ok {
@@ -218,7 +230,7 @@ func chainDepth(ct *ctable) int {
 		d := 0
 		for i := start; !ct.rules[i].end; i++ {
 			if k := ct.rules[i].kind; k == vJump || k == vGoto {
-				d = max(d, 1+depth(ct.rules[i].jump))
+				d = max(d, 1+depth(int(ct.rules[i].jump)))
 			}
 		}
 		memo[start] = int32(d + 1)
@@ -288,7 +300,8 @@ type ruleTrace struct {
 }
 
 func (r *crule) trace() *ruleTrace {
-	if r.traced == nil {
+	x := r.more()
+	if x.traced == nil {
 		b := appendSRule(nil, r.chain, r.rule, false)
 		t := &ruleTrace{text: string(b[:len(b)-1])}
 		switch r.kind {
@@ -297,9 +310,9 @@ func (r *crule) trace() *ruleTrace {
 		case vGoto:
 			t.action = "GOTO:" + r.rule.Target.Name()
 		}
-		r.traced = t
+		x.traced = t
 	}
-	return r.traced
+	return x.traced
 }
 
 // traceText returns the rule as iptables -S prints it, without the newline.

@@ -175,7 +175,7 @@ func userToCredits(user uint64) uint64 {
 }
 
 func (m *LimitMatch) match(c *evalCtx) bool {
-	st, _ := c.rule.ext[c.matchIdx].(*limitState)
+	st, _ := c.rule.extra.ext[c.matchIdx].(*limitState)
 	if st == nil {
 		return false // compile gives every limit match its state
 	}

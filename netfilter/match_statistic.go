@@ -177,7 +177,7 @@ func (m *StatisticMatch) match(c *evalCtx) bool {
 	if m.Mode == StatisticRandom {
 		return c.host.randomMatch(m.Probability, m.Invert)
 	}
-	st := &c.rule.state[c.matchIdx]
+	st := &c.rule.extra.state[c.matchIdx]
 	next := *st + 1
 	if *st >= m.Every-1 {
 		next = 0

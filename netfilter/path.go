@@ -124,7 +124,7 @@ func (w *place) writeStep(s *Step) {
 	if w.r != nil {
 		s.Chain = w.r.chain.Name
 		if !w.r.end {
-			s.Rule = w.r.num
+			s.Rule = int(w.r.num)
 		}
 	}
 }
@@ -139,7 +139,7 @@ func (h *Host) traceStep(c *evalCtx, r *crule, action string) {
 	}
 	s := Step{Hook: c.hook, Table: c.table, Chain: r.chain.Name, Action: action}
 	if !r.end {
-		s.Rule = r.num
+		s.Rule = int(r.num)
 		s.Text = r.traceText()
 	} else {
 		s.Chain = hookChainName(c.hook)

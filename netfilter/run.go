@@ -97,12 +97,12 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 			}
 			stack[sp] = pc + 1
 			sp++
-			pc = r.jump
+			pc = int(r.jump)
 		case vGoto:
 			if h.Tracing {
 				h.traceStep(c, r, r.jumpAction())
 			}
-			pc = r.jump
+			pc = int(r.jump)
 		}
 	}
 }
@@ -125,7 +125,7 @@ func (h *Host) policy(t *ctable, hk Hook, id TableID, length int) verdict {
 func (h *Host) runMatches(r *crule, c *evalCtx) bool {
 	c.rule = r
 	for i, m := range r.matches {
-		c.matchIdx = r.m0 + i
+		c.matchIdx = int(r.m0) + i
 		if !m.match(c) {
 			return false
 		}
