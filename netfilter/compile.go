@@ -62,8 +62,8 @@ type ctable struct {
 	// empty marks the built-in chains without rules, where only the
 	// policy applies.
 	empty [numHooks]bool
-	depth   int           // deepest nesting of user chains below a base chain
-	stack   []int         // return addresses, sized by depth, reused
+	depth int   // deepest nesting of user chains below a base chain
+	stack []int // return addresses, sized by depth, reused
 	// linear turns the dispatch maps off: the reference evaluator that
 	// tests compare the indexed one with.
 	linear bool

@@ -14,7 +14,7 @@ import (
 func TestFIBMatchesRouteScan(t *testing.T) {
 	genAddr := rapid.Custom(func(t *rapid.T) netip.Addr {
 		// Few distinct values, so that prefixes overlap and lookups hit.
-		return netip.AddrFrom4([4]byte{10, rapid.Byte().Draw(t, "b")&3, rapid.Byte().Draw(t, "c")&3, rapid.Byte().Draw(t, "d")})
+		return netip.AddrFrom4([4]byte{10, rapid.Byte().Draw(t, "b") & 3, rapid.Byte().Draw(t, "c") & 3, rapid.Byte().Draw(t, "d")})
 	})
 	rapid.Check(t, func(rt *rapid.T) {
 		h := NewHost(HostConfig{})
