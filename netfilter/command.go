@@ -174,6 +174,15 @@ func parseCommandWith(scratch *ruleParser, f Family, table TableID, args []strin
 	return cmd, nil
 }
 
+// takeCounters gives the command's rules its [packets:bytes] prefix.
+func (cmd *command) takeCounters(withCounters bool) {
+	if withCounters && cmd.counter != nil {
+		for _, r := range cmd.rules {
+			r.Counters = *cmd.counter
+		}
+	}
+}
+
 // apply carries out cmd on table t (a working copy).
 func (cmd *command) apply(t *Table, withCounters bool) error {
 	chainOf := func(name string) (*Chain, error) {
@@ -183,11 +192,7 @@ func (cmd *command) apply(t *Table, withCounters bool) error {
 		}
 		return c, nil
 	}
-	if withCounters && cmd.counter != nil {
-		for _, r := range cmd.rules {
-			r.Counters = *cmd.counter
-		}
-	}
+	cmd.takeCounters(withCounters)
 	switch cmd.op {
 	case "-A", "-I":
 		c, err := chainOf(cmd.chain)

@@ -35,6 +35,7 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 		lineNo  int
 		args    []string // reused for every line
 		scratch ruleParser
+		lastA   *Chain // the chain of the last -A line in cur
 	)
 	// One string for the whole input: lines and arguments are substrings
 	// of it, so a rule line costs no copy.
@@ -61,7 +62,7 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 			} else {
 				cur = newTable(id)
 			}
-			curLine, origin = lineNo, origin[:0]
+			curLine, origin, lastA = lineNo, origin[:0], nil
 		case line == "COMMIT":
 			if cur == nil {
 				return fail(fmt.Errorf("%w: COMMIT outside a table", ErrSyntax))
@@ -79,7 +80,7 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 			if committed != nil {
 				committed[cur.id] = true
 			}
-			cur = nil
+			cur, lastA = nil, nil
 		case cur == nil:
 			return fail(fmt.Errorf("%w: expected a \"*table\" line before %q", ErrSyntax, line))
 		case line[0] == ':':
@@ -110,8 +111,19 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 			if cnt != nil {
 				cmd.counter = cnt
 			}
-			if err := cmd.apply(cur, opt.Counters); err != nil {
-				return fail(err)
+			if cmd.op == "-A" && lastA != nil && lastA.Name == cmd.chain {
+				// Dumps list a chain's rules together: the chain of the
+				// last -A needs no lookup among 60k names.
+				cmd.takeCounters(opt.Counters)
+				lastA.Rules = append(lastA.Rules, cmd.rules...)
+			} else {
+				if err := cmd.apply(cur, opt.Counters); err != nil {
+					return fail(err)
+				}
+				lastA = nil
+				if cmd.op == "-A" {
+					lastA = cur.Chain(cmd.chain)
+				}
 			}
 			for _, r := range cmd.rules {
 				origin = append(origin, ruleOrigin{r, lineNo})
