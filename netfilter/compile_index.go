@@ -33,7 +33,8 @@ type dispatchKey struct {
 	proto uint8
 	port  bool
 	dport uint16
-	pad   uint32
+	//lint:ignore U1000 fills what would be padding (see above)
+	pad uint32
 }
 
 // indexClass says how a rule takes part in a dispatch run.
