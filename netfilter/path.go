@@ -455,7 +455,7 @@ func (h *Host) Send(p Packet) Result {
 
 // ReceiveTo is Receive writing the result into res, for loops that send
 // many packets: it copies the packet once and the result not at all, where
-// Receive copies both (about a quarter of an established packet's cost).
+// Receive copies both (about a sixth of an established packet's cost).
 // res.Emitted's storage is reused, so a slice kept from an earlier result
 // in res is overwritten; Trace is always a new slice. The host keeps a
 // pointer to res until its next packet.
