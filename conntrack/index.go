@@ -95,7 +95,9 @@ func (x *index) get(t *Tuple) (*Entry, Dir, bool) {
 
 // put makes tuple dir of e find e, replacing whatever held that tuple.
 func (x *index) put(e *Entry, dir Dir) {
-	if (x.used+1)*4 > len(x.slots)*3 {
+	// At most half full: a new connection's lookup is a miss, which
+	// probes to the end of its run.
+	if (x.used+1)*2 > len(x.slots) {
 		x.grow()
 	}
 	s := slot{e: e, dir: dir}
