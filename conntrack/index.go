@@ -7,12 +7,15 @@ import (
 )
 
 // index finds an entry by either of its tuples, like the kernel's
-// conntrack hash. It is an open-addressing table with linear probing:
-// every packet looks a tuple up, and a Go map keyed by the 64-byte tuple
-// spent most of a lookup hashing and comparing the key.
+// conntrack hash, or with bySource set by its original source alone (the
+// kernel's nat bysource hash: address, port, protocol, zone). It is an
+// open-addressing table with linear probing: every packet looks a tuple
+// up, and a Go map keyed by the 64-byte tuple spent most of a lookup
+// hashing and comparing the key.
 type index struct {
-	slots []slot // a power of two long, or empty
-	used  int
+	slots    []slot // a power of two long, or empty
+	used     int
+	bySource bool
 }
 
 // slot holds one tuple of an entry: e.Original or e.Reply, as dir says.
@@ -59,6 +62,32 @@ func addrWords(a netip.Addr) (uint64, uint64) {
 	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
 }
 
+// hashSource mixes the fields of t's source part.
+func hashSource(t *Tuple) uint32 {
+	const k1, k2, k3 = 0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9
+	s0, s1 := addrWords(t.Src)
+	h := s0*k1 ^ s1*k2 ^ (uint64(t.SrcPort)<<32|uint64(t.Proto)<<16|uint64(t.Zone))*k3
+	h ^= h >> 29
+	h *= k1
+	h ^= h >> 32
+	return uint32(h)
+}
+
+func (x *index) hash(t *Tuple) uint32 {
+	if x.bySource {
+		return hashSource(t)
+	}
+	return hashTuple(t)
+}
+
+// same reports whether t and u are the same key.
+func (x *index) same(t, u *Tuple) bool {
+	if x.bySource {
+		return t.SrcPort == u.SrcPort && t.Src == u.Src && t.Proto == u.Proto && t.Zone == u.Zone
+	}
+	return sameTuple(t, u)
+}
+
 // sameTuple is t == u, comparing the fields that differ most often first.
 func sameTuple(t, u *Tuple) bool {
 	return t.SrcPort == u.SrcPort && t.DstPort == u.DstPort && t.Src == u.Src && t.Dst == u.Dst &&
@@ -74,7 +103,7 @@ func (x *index) find(t *Tuple, h uint32) (int, bool) {
 		if s.e == nil {
 			return i, false
 		}
-		if s.hash == h && sameTuple(s.tuple(), t) {
+		if s.hash == h && x.same(s.tuple(), t) {
 			return i, true
 		}
 	}
@@ -85,7 +114,7 @@ func (x *index) get(t *Tuple) (*Entry, Dir, bool) {
 	if x.used == 0 {
 		return nil, Original, false
 	}
-	i, ok := x.find(t, hashTuple(t))
+	i, ok := x.find(t, x.hash(t))
 	if !ok {
 		return nil, Original, false
 	}
@@ -101,7 +130,7 @@ func (x *index) put(e *Entry, dir Dir) {
 		x.grow()
 	}
 	s := slot{e: e, dir: dir}
-	s.hash = hashTuple(s.tuple())
+	s.hash = x.hash(s.tuple())
 	i, ok := x.find(s.tuple(), s.hash)
 	if !ok {
 		x.used++
@@ -130,7 +159,7 @@ func (x *index) del(t *Tuple, e *Entry) bool {
 	if x.used == 0 {
 		return false
 	}
-	i, ok := x.find(t, hashTuple(t))
+	i, ok := x.find(t, x.hash(t))
 	if !ok || x.slots[i].e != e {
 		return false
 	}

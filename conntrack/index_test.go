@@ -8,9 +8,10 @@ import (
 	"pgregory.net/rapid"
 )
 
-// The index must behave as a map from tuple to (entry, direction) through
+// The index must behave as a map from key to (entry, direction) through
 // any sequence of inserts and deletes, including growth, probe runs that
-// wrap around the end of the slots, and deletes inside those runs.
+// wrap around the end of the slots, and deletes inside those runs. The key
+// is the whole tuple, or with bySource its source part.
 func TestIndexIsAMap(t *testing.T) {
 	addrs := []netip.Addr{
 		netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"),
@@ -28,58 +29,74 @@ func TestIndexIsAMap(t *testing.T) {
 		e   *Entry
 		dir Dir
 	}
-	rapid.Check(t, func(rt *rapid.T) {
-		var x index
-		ref := map[Tuple]held{}
-		var live []*Entry
-		for range rapid.IntRange(1, 300).Draw(rt, "ops") {
-			switch {
-			case len(live) == 0 || rapid.IntRange(0, 2).Draw(rt, "op") > 0:
-				orig := genTuple.Draw(rt, "tuple")
-				e := &Entry{Original: orig, Reply: orig.Reverse()}
-				x.put(e, Reply)
-				x.put(e, Original)
-				ref[e.Reply] = held{e, Reply}
-				ref[e.Original] = held{e, Original}
-				live = append(live, e)
-			default:
-				i := rapid.IntRange(0, len(live)-1).Draw(rt, "victim")
-				e := live[i]
-				live = append(live[:i], live[i+1:]...)
-				for _, tp := range []Tuple{e.Original, e.Reply} {
-					_, want := ref[tp]
-					want = want && ref[tp].e == e
-					require.Equal(rt, want, x.del(&tp, e), "del %v", tp)
-					if want {
-						delete(ref, tp)
+	for _, bySource := range []bool{false, true} {
+		key := func(tp Tuple) Tuple {
+			if bySource {
+				return Tuple{Src: tp.Src, SrcPort: tp.SrcPort, Proto: tp.Proto, Zone: tp.Zone}
+			}
+			return tp
+		}
+		// The keys an entry is put under, and their directions.
+		keys := func(e *Entry) ([]Tuple, []Dir) {
+			if bySource {
+				return []Tuple{e.Original}, []Dir{Original}
+			}
+			return []Tuple{e.Reply, e.Original}, []Dir{Reply, Original}
+		}
+		t.Run(map[bool]string{false: "tuples", true: "sources"}[bySource], func(t *testing.T) {
+			rapid.Check(t, func(rt *rapid.T) {
+				x := index{bySource: bySource}
+				ref := map[Tuple]held{}
+				var live []*Entry
+				for range rapid.IntRange(1, 300).Draw(rt, "ops") {
+					if len(live) == 0 || rapid.IntRange(0, 2).Draw(rt, "op") > 0 {
+						orig := genTuple.Draw(rt, "tuple")
+						e := &Entry{Original: orig, Reply: orig.Reverse()}
+						tps, dirs := keys(e)
+						for i := range tps {
+							x.put(e, dirs[i])
+							ref[key(tps[i])] = held{e, dirs[i]}
+						}
+						live = append(live, e)
+					} else {
+						i := rapid.IntRange(0, len(live)-1).Draw(rt, "victim")
+						e := live[i]
+						live = append(live[:i], live[i+1:]...)
+						tps, _ := keys(e)
+						for _, tp := range tps {
+							want := ref[key(tp)].e == e
+							require.Equal(rt, want, x.del(&tp, e), "del %v", tp)
+							if want {
+								delete(ref, key(tp))
+							}
+						}
+					}
+					require.Equal(rt, len(ref), x.used)
+					for k, h := range ref {
+						e, dir, ok := x.get(&k)
+						require.True(rt, ok, "get %v", k)
+						require.Same(rt, h.e, e)
+						require.Equal(rt, h.dir, dir)
+					}
+					probe := genTuple.Draw(rt, "probe")
+					_, want := ref[key(probe)]
+					_, _, got := x.get(&probe)
+					require.Equal(rt, want, got, "get %v", probe)
+				}
+				n, originals := 0, 0
+				x.entries(func(e *Entry) {
+					n++
+					require.Equal(rt, held{e, Original}, ref[key(e.Original)])
+				})
+				for _, h := range ref {
+					if h.dir == Original {
+						originals++
 					}
 				}
-			}
-			require.Equal(rt, len(ref), x.used)
-			for tp, h := range ref {
-				e, dir, ok := x.get(&tp)
-				require.True(rt, ok, "get %v", tp)
-				require.Same(rt, h.e, e)
-				require.Equal(rt, h.dir, dir)
-			}
-			probe := genTuple.Draw(rt, "probe")
-			_, want := ref[probe]
-			_, _, got := x.get(&probe)
-			require.Equal(rt, want, got, "get %v", probe)
-		}
-		n := 0
-		x.entries(func(e *Entry) {
-			n++
-			require.Equal(rt, held{e, Original}, ref[e.Original])
+				require.Equal(rt, originals, n)
+			})
 		})
-		originals := 0
-		for _, h := range ref {
-			if h.dir == Original {
-				originals++
-			}
-		}
-		require.Equal(rt, originals, n)
-	})
+	}
 }
 
 func BenchmarkIndexGet(b *testing.B) {

@@ -217,7 +217,7 @@ func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 			if !t.used(&orig, e) {
 				return orig
 			}
-		} else if x, ok := t.bySrc[srcKeyOf(&orig)]; ok && x != e {
+		} else if x, _, ok := t.bySrc.get(&orig); ok && x != e {
 			cand := x.Reply.Reverse()
 			cand.Dst, cand.DstPort = orig.Dst, orig.DstPort
 			if orig.IsICMP() {

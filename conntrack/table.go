@@ -76,19 +76,8 @@ type Table struct {
 	tcpIgnoreInvalidRST bool
 	tcpMaxRetrans       uint8
 	idx                 index // both tuples of every confirmed entry
-	bySrc               map[srcKey]*Entry
+	bySrc               index // SNATed entries by original source
 	count               int
-}
-
-// srcKey is the kernel's nat bysource key: original source and protocol,
-// packed without padding, so that the map hashes it as one block.
-type srcKey struct {
-	addr netip.Addr
-	rest uint64 // port, protocol, zone
-}
-
-func srcKeyOf(t *Tuple) srcKey {
-	return srcKey{addr: t.Src, rest: uint64(t.SrcPort)<<32 | uint64(t.Proto)<<16 | uint64(t.Zone)}
 }
 
 // NewTable returns an empty table. It panics if cfg.Clock is nil, a
@@ -107,7 +96,7 @@ func NewTable(cfg Config) *Table {
 		tcpLiberal:          cfg.TCPBeLiberal,
 		tcpIgnoreInvalidRST: cfg.TCPIgnoreInvalidRST,
 		tcpMaxRetrans:       uint8(min(max(cfg.TCPMaxRetrans, 0), 255)),
-		bySrc:               make(map[srcKey]*Entry),
+		bySrc:               index{bySource: true},
 	}
 	if t.rng == nil {
 		t.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
@@ -354,7 +343,7 @@ func (t *Table) insert(e *Entry) {
 	t.idx.put(e, Original)
 	t.count++
 	if e.Status&StatusSrcNATDone != 0 {
-		t.bySrc[srcKeyOf(&e.Original)] = e
+		t.bySrc.put(e, Original)
 	}
 }
 
@@ -395,10 +384,7 @@ func (t *Table) Remove(e *Entry) bool {
 		return false
 	}
 	t.idx.del(&e.Reply, e)
-	k := srcKeyOf(&e.Original)
-	if t.bySrc[k] == e {
-		delete(t.bySrc, k)
-	}
+	t.bySrc.del(&e.Original, e)
 	t.count--
 	e.Status |= StatusDying
 	return true
@@ -526,7 +512,7 @@ func (t *Table) Delete(f Filter) int {
 func (t *Table) Flush() int {
 	n := len(t.Entries())
 	t.idx.clear()
-	clear(t.bySrc)
+	t.bySrc.clear()
 	t.count = 0
 	return n
 }
