@@ -42,6 +42,9 @@ type cruleExtra struct {
 	ext []any
 	// traced caches what traces print of the rule, made on first use.
 	traced *ruleTrace
+	// small holds state for rules of up to four matches (kube-proxy's
+	// statistic rules), saving an allocation for each.
+	small [4]uint32
 }
 
 // more returns r.extra, made on first use.
@@ -163,7 +166,10 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 						// none, and a 10k-service table has 170k rules.
 						x := cr.more()
 						if x.state == nil {
-							x.state = make([]uint32, len(r.Matches))
+							if x.state = x.small[:]; len(r.Matches) > len(x.small) {
+								x.state = make([]uint32, len(r.Matches))
+							}
+							x.state = x.state[:len(r.Matches)]
 						}
 						x.state[k] = s.initialState()
 					}

@@ -3,15 +3,18 @@
 // Run as root with PACKETWALK_KERNEL=1, it also measures the kernel on the
 // same rulesets in network namespaces it creates (iptables-restore time,
 // and the end-to-end cost of a bounded burst of new connections in the
-// internal/kerneltest lab) and prints the ratios side by side.
+// internal/kerneltest lab) and prints the ratios side by side. Each cell
+// is the median of -count runs: a shared virtual machine's speed drifts by
+// some 10% from one minute to the next.
 //
-//	go run ./internal/bench/cmd/benchtable [-sizes 100,1000,10000] [-burst 1000]
+//	go run ./internal/bench/cmd/benchtable [-sizes 100,1000,10000] [-burst 1000] [-count 3]
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +26,12 @@ import (
 func main() {
 	sizes := flag.String("sizes", "100,1000,10000", "numbers of services, comma-separated")
 	burst := flag.Int("burst", 1000, "new connections per kernel burst")
+	count := flag.Int("count", 3, "runs per size; each cell is their median")
 	flag.Parse()
+	if *count < 1 {
+		fmt.Fprintln(os.Stderr, "benchtable: -count must be at least 1")
+		os.Exit(2)
+	}
 	var ns []int
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -40,15 +48,19 @@ func main() {
 	}
 	var rows []row
 	for _, n := range ns {
-		r, err := measure(n)
-		if err == nil && kernel {
-			r.k, err = measureKernel(r.setup, *burst)
+		var runs []row
+		for range *count {
+			r, err := measure(n)
+			if err == nil && kernel {
+				r.k, err = measureKernel(r.setup, *burst)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "benchtable: %d services: %v\n", n, err)
+				os.Exit(1)
+			}
+			runs = append(runs, r)
 		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "benchtable: %d services: %v\n", n, err)
-			os.Exit(1)
-		}
-		rows = append(rows, r)
+		rows = append(rows, medianRow(runs))
 	}
 	printTable(rows, kernel)
 }
@@ -83,6 +95,29 @@ func measure(n int) (row, error) {
 	r.estTo, r.estAllocs = nsPerOp(estTo), max(r.estAllocs, estTo.AllocsPerOp())
 	r.explain = nsPerOp(testing.Benchmark(func(b *testing.B) { bench.ExplainBench(b, s) }))
 	return r, nil
+}
+
+// medianRow returns the first run with every measured cell replaced by
+// the median of that cell over all runs.
+func medianRow(runs []row) row {
+	out := runs[0]
+	cells := func(r *row) []*float64 {
+		return []*float64{&r.loadSec, &r.loadNsRule, &r.allocB, &r.heapB, &r.first, &r.last, &r.est, &r.estTo,
+			&r.explain, &r.k.restoreSec, &r.k.firstNs, &r.k.lastNs}
+	}
+	dst := cells(&out)
+	for i := range dst {
+		vals := make([]float64, len(runs))
+		for j := range runs {
+			vals[j] = *cells(&runs[j])[i]
+		}
+		slices.Sort(vals)
+		*dst[i] = vals[len(vals)/2]
+	}
+	for _, r := range runs {
+		out.estAllocs = max(out.estAllocs, r.estAllocs)
+	}
+	return out
 }
 
 func nsPerOp(r testing.BenchmarkResult) float64 {
