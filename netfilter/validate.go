@@ -34,9 +34,45 @@ func (t *Table) validateChains(f Family, chains []*Chain) error {
 	edgeStart := make([]int32, len(chains)+1)
 	var edgeTo []int32
 	var edgeRule []*Rule
+	// A table uses a handful of modules over and over: look each name up
+	// once.
+	var mods []*module
+	matchModule := func(name string) *module {
+		for _, m := range mods {
+			if m.name == name {
+				return m
+			}
+		}
+		m := matchModules[name]
+		if m != nil {
+			mods = append(mods, m)
+		}
+		return m
+	}
+	// The same pass notes, for each chain, the hooks all its modules
+	// allow, and whether a rule needs the full check at the end (a table
+	// restriction, a hook check that depends on options, DROP in nat):
+	// reading 170k scattered rules twice costs more than the checks.
+	allowed := make([]uint8, len(chains))
+	slow := make([]bool, len(chains))
 	for i, c := range chains {
 		edgeStart[i] = int32(len(edgeTo))
+		all := ^uint8(0)
 		for _, r := range c.Rules {
+			for _, m := range r.Matches {
+				if _, ok := m.(hookChecker); ok {
+					slow[i] = true
+				}
+				all &= placeMask(matchModule(m.Module()), t.id, &slow[i])
+			}
+			if r.Target == Drop && t.id == NAT {
+				slow[i] = true
+			}
+			switch r.Target.(type) {
+			case nil, *JumpTarget, *VerdictTarget:
+			default:
+				all &= placeMask(targetModules[r.Target.Name()], t.id, &slow[i])
+			}
 			if j, ok := r.Target.(*JumpTarget); ok {
 				dst := t.chains[j.Chain]
 				if dst == nil {
@@ -49,6 +85,7 @@ func (t *Table) validateChains(f Family, chains []*Chain) error {
 				edgeRule = append(edgeRule, r)
 			}
 		}
+		allowed[i] = all
 	}
 	edgeStart[len(chains)] = int32(len(edgeTo))
 	// Loop detection by depth-first search.
@@ -107,23 +144,11 @@ func (t *Table) validateChains(f Family, chains []*Chain) error {
 			}
 		}
 	}
-	// A table uses a handful of modules over and over: look each name up
-	// once.
-	var mods []*module
-	matchModule := func(name string) *module {
-		for _, m := range mods {
-			if m.name == name {
-				return m
-			}
-		}
-		m := matchModules[name]
-		if m != nil {
-			mods = append(mods, m)
-		}
-		return m
-	}
 	for i, c := range chains {
 		mask := reach[i]
+		if !slow[i] && mask&^allowed[i] == 0 {
+			continue // no rule of c can fail the checks below
+		}
 		for _, r := range c.Rules {
 			for _, m := range r.Matches {
 				if err := checkPlace(matchModule(m.Module()), t.id, mask); err != nil {
@@ -152,6 +177,25 @@ func (t *Table) validateChains(f Family, chains []*Chain) error {
 		}
 	}
 	return nil
+}
+
+// placeMask returns the hooks module m allows (all for nil or
+// unrestricted), and sets *slow when m is not allowed in table t at all.
+func placeMask(m *module, t TableID, slow *bool) uint8 {
+	if m == nil {
+		return ^uint8(0)
+	}
+	if m.tables != nil && !slices.Contains(m.tables, t) {
+		*slow = true
+	}
+	if m.hooks == nil {
+		return ^uint8(0)
+	}
+	var allowed uint8
+	for _, h := range m.hooks {
+		allowed |= 1 << h
+	}
+	return allowed
 }
 
 // checkPlace reports whether module m may run in table t at the hooks in
