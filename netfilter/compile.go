@@ -96,14 +96,17 @@ func needsConntrack(module string) bool {
 	return false
 }
 
-// compile turns a ruleset into a program, validating the tables not
-// marked in checked (those were validated by the caller a moment ago).
-func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
+// compile turns a ruleset into a program, validating the tables that
+// checked holds nothing for (the others were validated by the caller a
+// moment ago).
+func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 	p := &program{family: rs.family}
 	for _, t := range rs.Tables() {
 		chains := t.chainList()
-		if !checked[t.id] {
-			if err := t.validateChains(rs.family, chains); err != nil {
+		v := checked[t.id]
+		if v == nil || !sameListing(v.chains, chains) {
+			var err error
+			if v, err = t.validateChains(rs.family, chains); err != nil {
 				return nil, err
 			}
 		}
@@ -111,14 +114,17 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 		for i := range ct.entry {
 			ct.entry[i], ct.baseEnd[i] = -1, -1
 		}
-		start := make(map[string]int, len(chains))
+		// Where each chain starts, by listing index: jumps are resolved
+		// through validation's listing indexes, not by name.
+		start := make([]int32, len(chains))
 		n := 0
-		for _, c := range chains {
-			start[c.Name] = n
+		for i, c := range chains {
+			start[i] = int32(n)
 			n += len(c.Rules) + 1
 		}
+		jumps := v.jumps
 		ct.rules = make([]crule, 0, n)
-		for _, c := range chains {
+		for ci, c := range chains {
 			for i, r := range c.Rules {
 				// Built in place: 170k rules are worth not copying.
 				m0, m1 := matchBounds(r.Matches)
@@ -137,7 +143,12 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 						cr.kind = vReturn
 					}
 				case *JumpTarget:
-					cr.kind, cr.jump = vJump, int32(start[tg.Chain])
+					if len(jumps) == 0 {
+						// Cannot be: validation listed every jump.
+						return nil, fmt.Errorf("%w: jump to %q from chain %q not validated", ErrUnsupported, tg.Chain, c.Name)
+					}
+					cr.kind, cr.jump = vJump, start[jumps[0]]
+					jumps = jumps[1:]
 					if tg.Goto {
 						cr.kind = vGoto
 					}
@@ -192,17 +203,26 @@ func compile(rs *Ruleset, checked [numTables]bool) (*program, error) {
 			buildDispatch(ct, len(ct.rules)-len(c.Rules), len(ct.rules))
 			end := crule{chain: c, end: true, policy: c.Policy}
 			if h, ok := c.Hook(); ok {
-				ct.entry[h] = start[c.Name]
+				ct.entry[h] = int(start[ci])
 				ct.baseEnd[h] = len(ct.rules)
 				ct.empty[h] = len(c.Rules) == 0
 			}
 			ct.rules = append(ct.rules, end)
+		}
+		if len(jumps) != 0 {
+			return nil, fmt.Errorf("%w: table %s has fewer jumps than validated", ErrUnsupported, t.id)
 		}
 		ct.depth = chainDepth(ct)
 		ct.stack = make([]int, ct.depth+1)
 		p.tables[t.id] = ct
 	}
 	return p, nil
+}
+
+// sameListing reports whether a and b are the same listing of chains:
+// the cached one, unchanged since validation.
+func sameListing(a, b []*Chain) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // matchBounds returns the range of ms left when leading and trailing

@@ -255,10 +255,10 @@ func famIdx(f Family) int {
 }
 
 // Load installs rs as the host's ruleset for its family.
-func (h *Host) Load(rs *Ruleset) error { return h.load(rs, [numTables]bool{}) }
+func (h *Host) Load(rs *Ruleset) error { return h.load(rs, [numTables]*validated{}) }
 
-// load is Load with the tables marked in checked already validated.
-func (h *Host) load(rs *Ruleset, checked [numTables]bool) error {
+// load is Load with the tables in checked already validated.
+func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 	p, err := compile(rs, checked)
 	if err != nil {
 		return err
@@ -298,7 +298,7 @@ func (h *Host) load(rs *Ruleset, checked [numTables]bool) error {
 // the IPv6 one when f is IPv6.
 func (h *Host) Restore(f Family, data []byte, opt RestoreOptions) error {
 	rs := h.rules[famIdx(f)].Clone()
-	var committed [numTables]bool
+	var committed [numTables]*validated
 	err := rs.restore(data, opt, &committed)
 	// Tables committed before an error stay, as in the kernel.
 	if lerr := h.load(rs, committed); lerr != nil && err == nil {

@@ -25,9 +25,10 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 	return rs.restore(data, opt, nil)
 }
 
-// restore is Restore, marking in committed the tables it validated and
-// committed, which the host then compiles without validating again.
-func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]bool) error {
+// restore is Restore, leaving in committed what validating each
+// committed table found, which the host then compiles without validating
+// again.
+func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated) error {
 	var (
 		cur     *Table
 		curLine int
@@ -67,7 +68,8 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 			if cur == nil {
 				return fail(fmt.Errorf("%w: COMMIT outside a table", ErrSyntax))
 			}
-			if err := cur.validate(rs.family); err != nil {
+			v, err := cur.validateChains(rs.family, cur.chainList())
+			if err != nil {
 				var re *ruleError
 				if errors.As(err, &re) {
 					if ln := originOf(origin, re.rule); ln > 0 {
@@ -78,7 +80,7 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 			}
 			rs.tables[cur.id] = cur
 			if committed != nil {
-				committed[cur.id] = true
+				committed[cur.id] = v
 			}
 			cur, lastA = nil, nil
 		case cur == nil:

@@ -19,11 +19,23 @@ func (e *ruleError) Unwrap() error { return e.err }
 // validate checks what the kernel checks when a table is replaced: every
 // jump names an existing user chain, no chain can reach itself, and every
 // match and target is used only in the tables and hooks it allows.
-func (t *Table) validate(f Family) error { return t.validateChains(f, t.chainList()) }
+func (t *Table) validate(f Family) error {
+	_, err := t.validateChains(f, t.chainList())
+	return err
+}
+
+// validated is what validating a table hands to its compilation: the
+// listing it validated and, for each jump in the order the listing's
+// rules hold them, the listing index of the chain jumped to. Compile then
+// resolves jumps without looking 70k chain names up again.
+type validated struct {
+	chains []*Chain
+	jumps  []int32
+}
 
 // validateChains is validate with the chains already listed (compile
 // lists them too, and sorting 60k chain names is not free).
-func (t *Table) validateChains(f Family, chains []*Chain) error {
+func (t *Table) validateChains(f Family, chains []*Chain) (*validated, error) {
 	// Chains are numbered in listing order and the jumps kept as edges
 	// between numbers, so each jump's name is looked up once: a
 	// 10k-service kube-proxy table has some 60k chains and 70k jumps.
@@ -76,10 +88,10 @@ func (t *Table) validateChains(f Family, chains []*Chain) error {
 			if j, ok := r.Target.(*JumpTarget); ok {
 				dst := t.chains[j.Chain]
 				if dst == nil {
-					return &ruleError{r, atToken(j.Chain, fmt.Errorf("%w: chain %q does not exist (jump from %q)", ErrNoSuchChain, j.Chain, c.Name))}
+					return nil, &ruleError{r, atToken(j.Chain, fmt.Errorf("%w: chain %q does not exist (jump from %q)", ErrNoSuchChain, j.Chain, c.Name))}
 				}
 				if dst.builtin {
-					return &ruleError{r, atToken(j.Chain, fmt.Errorf("%w: cannot jump to built-in chain %q", ErrNotAllowed, j.Chain))}
+					return nil, &ruleError{r, atToken(j.Chain, fmt.Errorf("%w: cannot jump to built-in chain %q", ErrNotAllowed, j.Chain))}
 				}
 				edgeTo = append(edgeTo, ord[dst])
 				edgeRule = append(edgeRule, r)
@@ -127,7 +139,7 @@ func (t *Table) validateChains(f Family, chains []*Chain) error {
 	}
 	for i := range chains {
 		if err := visit(int32(i)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// Hooks reaching each chain. The chains form a DAG: walking it callers
@@ -152,17 +164,17 @@ func (t *Table) validateChains(f Family, chains []*Chain) error {
 		for _, r := range c.Rules {
 			for _, m := range r.Matches {
 				if err := checkPlace(matchModule(m.Module()), t.id, mask); err != nil {
-					return &ruleError{r, err}
+					return nil, &ruleError{r, err}
 				}
 				if hc, ok := m.(hookChecker); ok {
 					if err := hc.checkHooks(mask); err != nil {
-						return &ruleError{r, err}
+						return nil, &ruleError{r, err}
 					}
 				}
 			}
 			if r.Target == Drop && t.id == NAT {
 				// iptables refuses DROP in the nat table.
-				return &ruleError{r, fmt.Errorf("%w: DROP is not allowed in the nat table", ErrNotAllowed)}
+				return nil, &ruleError{r, fmt.Errorf("%w: DROP is not allowed in the nat table", ErrNotAllowed)}
 			}
 			switch r.Target.(type) {
 			case nil, *JumpTarget, *VerdictTarget:
@@ -170,13 +182,13 @@ func (t *Table) validateChains(f Family, chains []*Chain) error {
 			default:
 				if mod := targetModules[r.Target.Name()]; mod != nil {
 					if err := checkPlace(mod, t.id, mask); err != nil {
-						return &ruleError{r, err}
+						return nil, &ruleError{r, err}
 					}
 				}
 			}
 		}
 	}
-	return nil
+	return &validated{chains: chains, jumps: edgeTo}, nil
 }
 
 // placeMask returns the hooks module m allows (all for nil or
