@@ -143,10 +143,12 @@ func (r *NATRange) normalize(fam netip.Addr) error {
 		if r.MinAddr.Is4() != fam.Is4() || r.MaxAddr.Is4() != fam.Is4() {
 			return fmt.Errorf("%w: %v-%v for an %s connection", ErrBadRange, r.MinAddr, r.MaxAddr, familyName(fam))
 		}
-		if r.MaxAddr.Less(r.MinAddr) {
+		// A single address (DNAT to a pod, MASQUERADE) needs no ordering:
+		// netip's Compare is not cheap, and this runs per connection.
+		if r.MaxAddr != r.MinAddr && r.MaxAddr.Less(r.MinAddr) {
 			return fmt.Errorf("%w: %v-%v is reversed", ErrBadRange, r.MinAddr, r.MaxAddr)
 		}
-		if !r.MinAddr.Is4() && prefix64(r.MinAddr) != prefix64(r.MaxAddr) {
+		if !r.MinAddr.Is4() && r.MaxAddr != r.MinAddr && prefix64(r.MinAddr) != prefix64(r.MaxAddr) {
 			return fmt.Errorf("%w: IPv6 range %v-%v spans more than a /64 (not modelled)", ErrBadRange, r.MinAddr, r.MaxAddr)
 		}
 	}
@@ -190,7 +192,7 @@ func (t *Table) used(tp *Tuple, e *Entry) bool {
 func (r *NATRange) protoSpecified() bool { return r.MinPort != 0 }
 
 // inRange reports whether the part of tp that kind k rewrites lies in r.
-func (r *NATRange) inRange(tp Tuple, k NATKind) bool {
+func (r *NATRange) inRange(tp *Tuple, k NATKind) bool {
 	a, p := tp.Src, tp.SrcPort
 	if k == DNAT {
 		a, p = tp.Dst, tp.DstPort
@@ -198,7 +200,13 @@ func (r *NATRange) inRange(tp Tuple, k NATKind) bool {
 			p = tp.SrcPort
 		}
 	}
-	if r.MinAddr.IsValid() && (a.Less(r.MinAddr) || r.MaxAddr.Less(a)) {
+	switch {
+	case !r.MinAddr.IsValid():
+	case r.MinAddr == r.MaxAddr:
+		if a != r.MinAddr {
+			return false
+		}
+	case a.Less(r.MinAddr) || r.MaxAddr.Less(a):
 		return false
 	}
 	if !r.protoSpecified() {
@@ -213,7 +221,7 @@ func (r *NATRange) inRange(tp Tuple, k NATKind) bool {
 func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 	randomAll := r.Flags&(NATRandom|NATRandomFully) != 0
 	if k == SNAT && !randomAll {
-		if r.inRange(orig, k) {
+		if r.inRange(&orig, k) {
 			if !t.used(&orig, e) {
 				return orig
 			}
@@ -223,7 +231,7 @@ func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 			if orig.IsICMP() {
 				cand.ICMPType, cand.ICMPCode = orig.ICMPType, orig.ICMPCode
 			}
-			if r.inRange(cand, k) && !t.used(&cand, e) {
+			if r.inRange(&cand, k) && !t.used(&cand, e) {
 				return cand
 			}
 		}
@@ -232,7 +240,7 @@ func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 	r.pickAddr(&tp, k)
 	if !randomAll {
 		if r.protoSpecified() {
-			if r.Flags&NATOffset == 0 && r.inRange(tp, k) && (r.MinPort == r.MaxPort || !t.used(&tp, e)) {
+			if r.Flags&NATOffset == 0 && r.inRange(&tp, k) && (r.MinPort == r.MaxPort || !t.used(&tp, e)) {
 				return tp
 			}
 		} else if !t.used(&tp, e) {

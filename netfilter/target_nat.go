@@ -331,10 +331,14 @@ func (t *NATTarget) appendList(b []byte, _ bool) []byte {
 }
 
 // request describes the binding for the host; it is built on each use so
-// hand-built targets need no preparation.
+// hand-built targets need no preparation. It is written field by field
+// into the host's storage: a natRequest built whole and copied there
+// stalls on the stores of its small fields.
 func (t *NATTarget) request(r *natRequest) {
-	*r = natRequest{minAddr: t.MinAddr, maxAddr: t.MaxAddr, random: t.Random,
-		randomFull: t.RandomFully, persistent: t.Persistent, offset: t.Offset || t.BasePort != 0, basePort: t.BasePort}
+	r.minAddr, r.maxAddr, r.minPort, r.maxPort = t.MinAddr, t.MaxAddr, 0, 0
+	r.random, r.randomFull, r.persistent = t.Random, t.RandomFully, t.Persistent
+	r.offset, r.basePort = t.Offset || t.BasePort != 0, t.BasePort
+	r.kind = 0
 	switch t.Kind {
 	case NATDestination:
 		r.kind = natDNAT
