@@ -18,10 +18,11 @@ const (
 
 // Felix's rule comments ("cali:" + a hash of the chain name and the rule).
 // Felix computes them from its internal rendering of each rule; they are
-// copied here as data from seed 001 (Calico 3.x on AKS, 2020), which is why
-// only the seed's rule shapes are generated. They are the IPv4 hashes;
-// Felix hashes IPv6 chains the same way (the rule text does not name the
-// family), but no seed shows them.
+// copied here as data from the post "AKS Azure CNI Calico IP Masquerade"
+// (Calico 3.x on AKS, 2020; docs/blog-posts.md), which is why only the
+// post's rule shapes are generated. They are the IPv4 hashes; Felix hashes
+// IPv6 chains the same way (the rule text does not name the family), but
+// no dump we have shows them.
 const (
 	calicoHashPostroutingJump = "O3lYWMrLQYEMJtB5" // POSTROUTING → cali-POSTROUTING
 	calicoHashFIPSNAT         = "Z-c7XtVd2Bq7s_hA" // cali-POSTROUTING → cali-fip-snat
@@ -36,7 +37,7 @@ type CalicoPool struct {
 	// pool.
 	NATOutgoing bool
 	// Disabled stops IPAM from assigning addresses from the pool. It does
-	// not remove the pool from Felix's sets: seed 001 creates a disabled
+	// not remove the pool from Felix's sets: the Calico post creates a disabled
 	// natOutgoing pool and sees it in cali40masq-ipam-pools, and Calico
 	// documents disabled pools as the way to exempt a destination range
 	// from NAT.
@@ -89,7 +90,8 @@ func (c CalicoNATConfig) pools(f netfilter.Family) (all, masq []netip.Prefix) {
 
 // CalicoIPSets returns the `ipset restore` text of Felix's two pool sets
 // for family f, with Felix's options (hash:net, hashsize 1024, maxelem
-// 1048576): the masq set first, as in seed 001.
+// 1048576): the masq set first, as the Calico post lists them
+// (docs/blog-posts.md).
 func CalicoIPSets(cfg CalicoNATConfig, f netfilter.Family) ([]byte, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

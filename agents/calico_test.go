@@ -69,7 +69,8 @@ func TestCalicoSetsAndRules(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBadCIDR)
 }
 
-// calicoNode is seed 001's node 10.240.0.35 with the pod 10.240.0.46 behind
+// calicoNode is the node 10.240.0.35 of "AKS Azure CNI Calico IP Masquerade"
+// (docs/blog-posts.md) with the pod 10.240.0.46 behind
 // azv46, Felix's sets and chains loaded.
 func calicoNode(t *testing.T, cfg CalicoNATConfig) *netfilter.Host {
 	t.Helper()

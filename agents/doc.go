@@ -8,11 +8,15 @@
 //     chain), [IPMasqAgentJump] the POSTROUTING rule it ensures,
 //     [IPMasqAgentRules] both for a fresh node and [InstallIPMasqAgent] one
 //     resync on a [netfilter.Host]. Two layouts: [IPMasqAgentAKS2020]
-//     (seed 000) and [IPMasqAgentLegacy] (seed 003).
+//     (from "Aks Networking Iptables in AKS") and [IPMasqAgentLegacy]
+//     (from "A Day in the Life of a Packet in AKS (part 5): Virtual Node").
 //   - Calico natOutgoing (calico.go): [CalicoIPSets] gives Felix's
 //     cali40masq-ipam-pools / cali40all-ipam-pools sets, [CalicoNATRules]
-//     the POSTROUTING → cali-POSTROUTING → cali-nat-outgoing path (seed
-//     001). The "cali:" rule comments are copied from the seed as data.
+//     the POSTROUTING → cali-POSTROUTING → cali-nat-outgoing path (from
+//     "AKS Azure CNI Calico IP Masquerade"). The "cali:" rule comments are
+//     copied from that post as data.
+//
+// The posts' titles, authors and addresses are in docs/blog-posts.md.
 //   - Docker's bridge network (docker.go): [NewDockerBridge] and
 //     [DockerBridge.PublishPort] build the nat and filter rules dockerd
 //     24–26 writes; [DockerBridge.Rules] prints them as iptables-save does.

@@ -62,11 +62,13 @@ func DefaultIPMasqAgentConfig() IPMasqAgentConfig {
 type IPMasqAgentLayout int
 
 const (
-	// IPMasqAgentAKS2020 is the layout of seed 000 (AKS, 2020): "local
+	// IPMasqAgentAKS2020 is the layout shown in "Aks Networking Iptables
+	// in AKS" (AKS, 2020; docs/blog-posts.md): "local
 	// traffic is not subject to MASQUERADE" RETURN rules with only -d, and
 	// a plain MASQUERADE.
 	IPMasqAgentAKS2020 IPMasqAgentLayout = iota
-	// IPMasqAgentLegacy is the layout of seed 003 (AKS v1.12, 2019):
+	// IPMasqAgentLegacy is the layout shown in "A Day in the Life of a
+	// Packet in AKS (part 5): Virtual Node" (AKS v1.12, 2019):
 	// "cluster-local traffic should not be subject to MASQUERADE", and
 	// every rule also matches `-m addrtype ! --dst-type LOCAL`.
 	IPMasqAgentLegacy

@@ -13,8 +13,8 @@ import (
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
-// seed000ConfigMap is azure-ip-masq-agent-config of seed 000 as kubectl
-// prints it.
+// seed000ConfigMap is azure-ip-masq-agent-config as kubectl prints it in
+// "Aks Networking Iptables in AKS" (https://blog.stevegriffith.nyc/posts/aks-networking-iptables).
 const seed000ConfigMap = `apiVersion: v1
 data:
   ip-masq-agent: |-
@@ -27,7 +27,8 @@ data:
 kind: ConfigMap
 `
 
-// seed003Data is the ConfigMap data of seed 003.
+// seed003Data is the ConfigMap data shown in "A Day in the Life of a
+// Packet in AKS (part 5): Virtual Node" (https://blog.cloudtrooper.net/2019/04/05/a-day-in-the-life-of-a-packet-in-aks-part-5-virtual-node/).
 const seed003Data = `nonMasqueradeCIDRs:
   - 10.13.0.0/16
   - 168.63.129.16/32
@@ -71,7 +72,7 @@ func TestIPMasqAgentSeed000(t *testing.T) {
 	}, savedLines(t, rules, "-A "))
 
 	// The listing itself, rule for rule (counters aside). iptables 1.8.9
-	// prints protocol "0" where the seed's older iptables printed "all".
+	// prints protocol "0" where the post's older iptables printed "all".
 	rs, err := netfilter.ParseRestore(netfilter.IPv4, rules)
 	require.NoError(t, err)
 	list, err := rs.AppendList(nil, netfilter.NAT, "IP-MASQ-AGENT", netfilter.ListOptions{Numeric: true, Verbose: true})
@@ -177,7 +178,8 @@ func TestParseIPMasqAgentConfigDefaults(t *testing.T) {
 	assert.ErrorIs(t, err, ErrFamily)
 }
 
-// azureCNINode is seed 000's Azure CNI node: pods share the node's subnet
+// azureCNINode is the Azure CNI node of "Aks Networking Iptables in AKS":
+// pods share the node's subnet
 // on azure0.
 func azureCNINode(t *testing.T) *netfilter.Host {
 	t.Helper()
@@ -236,7 +238,8 @@ func TestIPMasqAgentLegacyPackets(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, InstallIPMasqAgent(h, cfg, IPMasqAgentOptions{Layout: IPMasqAgentLegacy}, netfilter.IPv4))
 	// The virtual node's subnet is inside 10.13.0.0/16: ip-masq-agent
-	// leaves it alone (seed 003's point: Calico is the one masquerading).
+	// leaves it alone (the Virtual Node post's point: Calico is the one
+	// masquerading).
 	r := h.Receive("azure0", tcpSYN("10.13.76.17:59850", "10.13.100.6:8080"))
 	assert.Equal(t, "10.13.76.17", r.Packet.Src.String())
 	r = h.Receive("azure0", tcpSYN("10.13.76.17:59851", "168.63.129.16:80"))

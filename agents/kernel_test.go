@@ -38,10 +38,10 @@ func TestKernelAcceptsAgents(t *testing.T) {
 		rules   []byte
 		noflush bool
 	}{
-		{"ip-masq-agent seed 000", nil, must(IPMasqAgentRules(masq000, IPMasqAgentOptions{}, netfilter.IPv4)), true},
-		{"ip-masq-agent seed 003", nil, must(IPMasqAgentRules(masq003, IPMasqAgentOptions{Layout: IPMasqAgentLegacy}, netfilter.IPv4)), true},
+		{"ip-masq-agent AKS 2020", nil, must(IPMasqAgentRules(masq000, IPMasqAgentOptions{}, netfilter.IPv4)), true},
+		{"ip-masq-agent legacy", nil, must(IPMasqAgentRules(masq003, IPMasqAgentOptions{Layout: IPMasqAgentLegacy}, netfilter.IPv4)), true},
 		{"ip-masq-agent defaults", nil, must(IPMasqAgentRules(masqDefault, IPMasqAgentOptions{}, netfilter.IPv4)), true},
-		{"calico seed 001", must(CalicoIPSets(seed001After, netfilter.IPv4)), must(CalicoNATRules(seed001After, netfilter.IPv4)), true},
+		{"calico natOutgoing", must(CalicoIPSets(seed001After, netfilter.IPv4)), must(CalicoNATRules(seed001After, netfilter.IPv4)), true},
 		{"docker", nil, docker.Rules(), false},
 		{"docker hairpin", nil, hairpin.Rules(), false},
 	}

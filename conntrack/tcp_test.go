@@ -79,7 +79,8 @@ func TestTCPFullConnection(t *testing.T) {
 	assert.Zero(t, tb.Len())
 }
 
-// The §4.4 event trace: FIN_WAIT → CLOSE_WAIT → CLOSE by a RST.
+// The event trace of docs/kernel-notes.md, "conntrack: events and
+// timeouts": FIN_WAIT → CLOSE_WAIT → CLOSE by a RST.
 func TestTCPResetAfterClose(t *testing.T) {
 	tb, clk := newTestTable(t, Config{})
 	runSegments(t, tb, clk, []seg{

@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Lines recorded from the real conntrack -L in kernel-ground-truth §4.2–4.3
+// Lines recorded from the real conntrack -L (docs/kernel-notes.md,
+// "conntrack: entries through DNAT and MASQUERADE")
 // (kube-proxy style DNAT + MASQUERADE --random-fully, CONNMARK marks).
 func TestGroundTruthLinesRoundTrip(t *testing.T) {
 	data, err := os.ReadFile("testdata/groundtruth.txt")

@@ -18,7 +18,7 @@ func restoreText(t *testing.T, text string) (*Registry, *fakeClock) {
 	return r, c
 }
 
-// The `ipset test` lines of kernel-ground-truth §3.
+// The `ipset test` probes of docs/kernel-notes.md, "ipset: lookups".
 func TestGroundTruthProbes(t *testing.T) {
 	r, _ := restoreText(t, `create NETS hash:net family inet hashsize 1024 maxelem 65536
 add NETS 10.0.0.0/8

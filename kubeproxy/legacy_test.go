@@ -54,8 +54,9 @@ func seedLines(t *testing.T, path string) []string {
 }
 
 // TestLegacyWhereamiAKS reproduces, rule for rule, the kube-proxy rules of a
-// real AKS node (seed 002: `iptables-save | grep whereami`), chain hashes
-// included, from the Service and endpoints the blog shows.
+// real AKS node (`iptables-save | grep whereami` in "A Day in the Life of a
+// Packet in Azure Kubernetes Service (part 1): Azure CNI", docs/blog-posts.md),
+// chain hashes included, from the Service and endpoints the post shows.
 func TestLegacyWhereamiAKS(t *testing.T) {
 	svc := makeSvc("default", "whereami", "LoadBalancer", "10.0.159.58", port("", tcp, 80, 30064), lbIngress("51.144.176.251"))
 	slice := makeSlice("default", "whereami", "whereami-1", "", tcp, 80,
@@ -79,7 +80,8 @@ func TestLegacyWhereamiAKS(t *testing.T) {
 	assert.Contains(t, got, `-A `+xlb+` -s 10.13.76.0/24 -m comment --comment "Redirect pods trying to reach external loadbalancer VIP to clusterIP" -j KUBE-SVC-7G2JV7LNOR6DDNIY`)
 }
 
-// TestLegacyShapes checks the ≤ v1.20 rules of kubeproxy.md §4.1 that the
+// TestLegacyShapes checks the ≤ v1.20 rules of docs/kube-proxy-notes.md
+// ("The layout up to v1.20") that the
 // AKS dump does not cover.
 func TestLegacyShapes(t *testing.T) {
 	cfg := whereamiConfig()

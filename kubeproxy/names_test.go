@@ -15,8 +15,8 @@ func TestPortName(t *testing.T) {
 	assert.Equal(t, "infra/statsd:dogstatsd", LegacyPortName("infra", "statsd", "dogstatsd"))
 }
 
-// Vectors from kubeproxy.md §1.3 (verified there against upstream tests and
-// real dumps).
+// Vectors of docs/kube-proxy-notes.md, "Chain names" (checked against
+// upstream tests and real dumps).
 func TestServiceChainVectors(t *testing.T) {
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	cases := []struct {

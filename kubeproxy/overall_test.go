@@ -13,7 +13,7 @@ import (
 )
 
 // upstreamTestConfig is NewFakeProxier's environment in kube-proxy's
-// proxier_test.go (kubeproxy.md §5.2).
+// proxier_test.go (docs/kube-proxy-notes.md, "The upstream test environment").
 func upstreamTestConfig() Config {
 	cfg := DefaultConfig("test-node")
 	cfg.NodeIPs = []netip.Addr{netip.MustParseAddr("192.168.0.2")}

@@ -8,7 +8,9 @@ import (
 )
 
 // This file predicts how iptables-save prints a rule kube-proxy wrote
-// (kubeproxy.md §2.7, kernel-ground-truth §0); the kernel test checks the
+// (docs/kube-proxy-notes.md, "What iptables-save shows for kube-proxy's
+// rules", and docs/kernel-notes.md, "What iptables-save normalises"); the
+// kernel test checks the
 // prediction rule for rule. It is test-only: the netfilter package owns the
 // real printer.
 

@@ -26,7 +26,7 @@ func TestPredictSave(t *testing.T) {
 		assert.Equal(t, c.want, predictSave(c.in, false))
 	}
 	assert.Equal(t, "0.33332999982", savedProbability("0.33333"))
-	// kubeproxy.md §3 quantisation table.
+	// The table of docs/kube-proxy-notes.md, "Probabilities".
 	for n, want := range map[int]string{2: "0.50000000000", 3: "0.33333333349", 4: "0.25000000000", 5: "0.20000000019",
 		6: "0.16666666651", 7: "0.14285714272", 8: "0.12500000000", 9: "0.11111111101", 10: "0.10000000009", 100: "0.00999999978"} {
 		var g Generator

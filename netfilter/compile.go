@@ -78,7 +78,7 @@ type program struct {
 	tables [numTables]*ctable
 	// conntrack is set when some rule needs connection tracking; without
 	// such a rule the kernel tracks nothing and nat never runs
-	// (kernel-ground-truth §5.3).
+	// (docs/kernel-notes.md, "Conntrack is off until a rule needs it").
 	conntrack bool
 	// sets and nfacct name the ipsets and nfacct objects the rules use,
 	// once per use.

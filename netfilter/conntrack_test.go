@@ -38,8 +38,9 @@ COMMIT
 }
 
 func TestNoConntrackUserMeansNoNAT(t *testing.T) {
-	// kernel-ground-truth §5.3: a nat table with only non-NAT rules is
-	// never traversed, because nothing enabled conntrack.
+	// A nat table with only non-NAT rules is never traversed, because
+	// nothing enabled conntrack (docs/kernel-notes.md, "Conntrack is off
+	// until a rule needs it").
 	h := testHost(t, "*nat\n-A PREROUTING -p tcp -j ACCEPT\nCOMMIT\n", HostConfig{})
 	h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, SYN))
 	got := string(h.Ruleset(IPv4).AppendSave(nil, SaveOptions{Counters: true}))

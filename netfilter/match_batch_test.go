@@ -133,7 +133,7 @@ func TestMatchPrinting(t *testing.T) {
 		{"OUTPUT", "-m addrtype ! --src-type LOCAL --limit-iface-out", "-m addrtype ! --src-type LOCAL --limit-iface-out", "ADDRTYPE match src-type !LOCAL limit-out", ""},
 		{"T", "-m addrtype --src-type LOCAL ! --dst-type UNICAST --limit-iface-in", "-m addrtype --src-type LOCAL ! --dst-type UNICAST --limit-iface-in",
 			"ADDRTYPE match src-type LOCAL dst-type !UNICAST limit-in", ""},
-		// statistic (kernel-ground-truth §2.1)
+		// statistic (docs/kernel-notes.md, "statistic: probability quantisation")
 		{"T", "-m statistic --mode random --probability 0.3333333333", "-m statistic --mode random --probability 0.33333333349", "statistic mode random probability 0.33333333349", ""},
 		{"T", "-m statistic --mode random ! --probability 0.25", "-m statistic --mode random ! --probability 0.25000000000", "statistic mode random ! probability 0.25000000000", ""},
 		{"T", "-m statistic --mode random --probability 1e-1", "-m statistic --mode random --probability 0.10000000009", "statistic mode random probability 0.10000000009", ""},

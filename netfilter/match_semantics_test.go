@@ -199,7 +199,8 @@ func TestStatisticRandomSemantics(t *testing.T) {
 	})
 }
 
-// TestStatisticProbabilityTable is kernel-ground-truth §2.1.
+// TestStatisticProbabilityTable is the table of docs/kernel-notes.md,
+// "statistic: probability quantisation".
 func TestStatisticProbabilityTable(t *testing.T) {
 	cases := []struct {
 		in, out string
@@ -246,7 +247,8 @@ func udpTo7(h *Host) Result {
 	return h.Receive("eth0", Packet{Src: a4("10.1.0.9"), Dst: a4("10.1.0.2"), Proto: ProtoUDP, SrcPort: 1000, DstPort: 7, TTL: 64, Length: 29})
 }
 
-// TestStatisticNthSemantics replays kernel-ground-truth §2.2 (nft column).
+// TestStatisticNthSemantics replays the nft column of docs/kernel-notes.md,
+// "statistic: nth mode".
 func TestStatisticNthSemantics(t *testing.T) {
 	h := NewHost(HostConfig{})
 	require.NoError(t, h.AddInterface("eth0", p4("10.1.0.2/24")))

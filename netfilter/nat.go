@@ -34,7 +34,8 @@ type natRequest struct {
 // natApplies reports whether the nat table runs for this packet: only for
 // the first packet of a connection, whose binding of the hook's kind has
 // not been set up yet, and only while some rule needs conntrack
-// (kernel-ground-truth §5.3: otherwise nat chains are never traversed).
+// (otherwise nat chains are never traversed: docs/kernel-notes.md,
+// "Conntrack is off until a rule needs it").
 func (h *Host) natApplies(hk Hook) bool {
 	e := h.cur.Entry
 	if e == nil || e.Confirmed() {

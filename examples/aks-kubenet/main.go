@@ -1,4 +1,5 @@
-// Command aks-kubenet replays "AKS Networking: iptables in AKS" (seed 000)
+// Command aks-kubenet replays "Aks Networking Iptables in AKS"
+// (https://blog.stevegriffith.nyc/posts/aks-networking-iptables)
 // on a kubenet node and an Azure CNI node.
 //
 // It teaches:

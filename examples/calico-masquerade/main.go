@@ -1,6 +1,7 @@
 // Command calico-masquerade replays "AKS Azure CNI Calico IP Masquerade"
-// (seed 001): a pod curls a server in its own VNet and one in a peered
-// VNet, before and after an IPPool for the peered VNet is created.
+// (https://www.stevegriffith.nyc/posts/aks-cni-calico-ipmasq/): a pod
+// curls a server in its own VNet and one in a peered VNet, before and
+// after an IPPool for the peered VNet is created.
 //
 // It teaches that on an Azure CNI cluster with Calico network policy the
 // source NAT of pod traffic is decided by Calico, not by ip-masq-agent:

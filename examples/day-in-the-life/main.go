@@ -1,6 +1,8 @@
 // Command day-in-the-life replays "A Day in the Life of a Packet in Azure
-// Kubernetes Service (part 1): Azure CNI" (seed 002): a browser connects
-// to the public IP of a LoadBalancer Service on an AKS v1.11 node.
+// Kubernetes Service (part 1): Azure CNI"
+// (https://blog.cloudtrooper.net/2019/01/21/a-day-in-the-life-of-a-packet-in-azure-kubernetes-service-with-the-azure-cni/):
+// a browser connects to the public IP of a LoadBalancer Service on an AKS
+// v1.11 node.
 //
 // It teaches:
 //   - With the Azure LB's floating IP (Direct Server Return) the packet

@@ -1,4 +1,5 @@
-// Command nodeport replays "Kubernetes Networking – Iptables" (seed 004):
+// Command nodeport replays "Kubernetes Networking – Iptables"
+// (https://aiinfrahub.com/about-us/kubernetes-networking-iptables):
 // `curl http://<NodeIP>:30811` against a NodePort Service with two
 // hello-app pods, one on each node.
 //

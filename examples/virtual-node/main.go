@@ -1,7 +1,9 @@
 // Command virtual-node replays the pod-to-pod part of "A Day in the Life
-// of a Packet in AKS (part 5): Virtual Node" (seed 003): the nginx ingress
-// controller pod 10.13.76.17 connects to kuard pods on VMs and on the
-// virtual node (Azure Container Instances, subnet 10.13.100.0/24).
+// of a Packet in AKS (part 5): Virtual Node"
+// (https://blog.cloudtrooper.net/2019/04/05/a-day-in-the-life-of-a-packet-in-aks-part-5-virtual-node/):
+// the nginx ingress controller pod 10.13.76.17 connects to kuard pods on
+// VMs and on the virtual node (Azure Container Instances, subnet
+// 10.13.100.0/24).
 //
 // It teaches why the kuard pod on ACI sees the node's address
 // (requestAddr 10.13.76.4:…) while the pods on VMs see the ingress pod's
@@ -15,7 +17,8 @@
 // --list-rule` output plus Calico's chains; the sets (testdata/ipsets) its
 // `ipset list cali40all-ipam-pools`. The post's conntrack entry shows the
 // source port rewritten too (59850 → 10014), which suggests its Calico
-// added --random-fully; the rule here, as seed 001 shows it, keeps ports.
+// added --random-fully; the rule here, as "AKS Azure CNI Calico IP
+// Masquerade" (docs/blog-posts.md) shows it, keeps ports.
 package main
 
 import (

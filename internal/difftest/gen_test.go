@@ -15,7 +15,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Lab addresses (kernel-ground-truth §4.1).
+// Lab addresses (docs/kernel-notes.md, "Lab topology").
 var (
 	clientIP = netip.MustParseAddr("192.168.10.2")
 	nodeEth0 = netip.MustParseAddr("192.168.10.1")

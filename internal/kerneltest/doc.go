@@ -13,9 +13,9 @@
 //     helpers to run iptables-restore, iptables-save, iptables, ipset and
 //     conntrack inside it.
 //   - [Lab]: the three-namespace topology client — node — server of
-//     kernel-ground-truth §4.1, reusable across thousands of cases through
-//     [Lab.Reset], with frame injection on the wires and frame capture at both
-//     ends.
+//     docs/kernel-notes.md ("Lab topology"), reusable across thousands of
+//     cases through [Lab.Reset], with frame injection on the wires and frame
+//     capture at both ends.
 //
 // # Determinism
 //

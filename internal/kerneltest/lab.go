@@ -35,7 +35,7 @@ func (s Side) String() string {
 }
 
 // LabConfig holds the addresses of a [Lab]. Zero fields take the defaults of
-// kernel-ground-truth §4.1, shown in brackets.
+// docs/kernel-notes.md ("Lab topology"), shown in brackets.
 type LabConfig struct {
 	Prefix     string         // namespace name prefix ["pw-lab"]
 	Client     netip.Prefix   // client c0 [192.168.10.2/24]

@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Rows of kernel-ground-truth §2.1, observed with iptables 1.8.9.
+// Rows of docs/kernel-notes.md, "statistic: probability quantisation",
+// observed with iptables 1.8.9.
 func TestStoredMatchesIptables(t *testing.T) {
 	for arg, want := range map[string]uint32{
 		"0.5": 1073741824, "0.3333333333": 715827883, "0.2": 429496730, "0.1": 214748365,
