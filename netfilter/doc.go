@@ -1,0 +1,146 @@
+// Package netfilter models Linux netfilter as iptables 1.8.9 drives it: a
+// [Ruleset] read from iptables-restore text or iptables command lines and
+// printed back byte for byte as iptables-save, iptables -S and iptables -L
+// print it, and a [Host] (interfaces, routes, conntrack, ipsets) that walks
+// packets through the hooks and tables of a loaded ruleset and reports what
+// the kernel would do to each one: a [Result].
+//
+// What packetwalk does not model is refused by name when the text is read
+// (an unknown module, option or target is a [*ParseError] naming the line),
+// never ignored.
+//
+// # A packet's way through the host
+//
+// [Host.Receive] (a packet arriving on an interface), [Host.Send] (a packet
+// from a local process) and their allocation-free forms [Host.ReceiveTo] and
+// [Host.SendTo] all end in Host.walk (path.go), which resets the per-packet
+// state and calls Host.walkHooks:
+//
+//   - Received: PREROUTING, then the routing decision (Host.martian for
+//     route_localnet, Host.route in route.go, whose IPv4 table is compiled
+//     to integer prefixes), then INPUT (delivered) or, after the TTL check,
+//     FORWARD and POSTROUTING (forwarded).
+//   - Sent: routing first (the source address is chosen by Host.sourceFor
+//     when unset), OUTPUT, a second route lookup (DNAT or a mark may change
+//     it), POSTROUTING; a packet to a local address then comes back in
+//     through lo, PREROUTING and INPUT, keeping its connection.
+//
+// At each hook, Host.runHook runs what is registered there in the kernel's
+// priority order, as Host.hookTables lists it:
+//
+//   - PREROUTING: raw, the conntrack lookup, mangle, nat (DNAT);
+//   - INPUT: mangle, filter, nat (SNAT), security, the conntrack
+//     confirmation (security before nat with the legacy backend, see
+//     [HostConfig]);
+//   - FORWARD: mangle, filter, security;
+//   - OUTPUT: raw, the conntrack lookup, mangle, nat (DNAT), filter,
+//     security;
+//   - POSTROUTING: mangle, nat (SNAT, MASQUERADE), the conntrack
+//     confirmation.
+//
+// The conntrack lookup is
+// [conntrack.Table.Track], done only when some loaded rule needs conntrack
+// (program.conntrack, set by needsConntrack in compile.go); the
+// confirmation is [conntrack.Table.Confirm].
+//
+// A table runs in Host.runTable (run.go) over its compiled form: one flat
+// array of compiled rules (crule, compile.go) per table, each built-in and
+// user chain a run of rules ending in an end marker, jumps resolved to
+// array indexes, a return stack for -j, none for -g. For each rule,
+// crule.matchIP checks the IP header part (-s, -d, -i, -o, -p, -f), then
+// Host.runMatches calls each [Match]'s match method in order; a rule that
+// matches is counted, and its target either decides (ACCEPT, DROP, RETURN,
+// jump, goto: the kind the compiler stored) or acts through its apply
+// method (MARK, CONNMARK, NAT targets, REJECT, SET, CT...) and returns a
+// verdict. Runs of rules that test only destination, protocol and port
+// (KUBE-SERVICES) are indexed (compile_index.go), so a packet skips the
+// rules that cannot match; the linear walk stays as the reference in a
+// property test.
+//
+// In the nat table a NAT target only records its request (NATTarget.apply
+// fills evalCtx.natReq). After the table, Host.bindNAT (nat.go) asks
+// conntrack for the binding ([conntrack.Table.SetupNAT]: address and port
+// choice, ranges, --random, --persistent) and Host.translate rewrites the
+// packet. nat runs only for the first packet of a connection
+// (Host.natApplies); later packets and replies are translated from the
+// connection's bindings, as the kernel's nf_nat_packet does, and ICMP
+// errors RELATED to a connection are translated without crossing nat.
+//
+// A DROP or REJECT ends the walk: Host.runHook fills [Result.Verdict] and
+// [Result.Disposition], and REJECT's reply is built by Host.rejectReply
+// (reject.go) and sent through OUTPUT and POSTROUTING by Host.sendEmitted,
+// attached to the rejected packet's connection; it lands in
+// [Result.Emitted]. [Result.Where] names the deciding rule or policy,
+// [Result.Reason] a drop outside the rules, [Result.Conn] the connection,
+// and with [Host.Tracing] on, [Result.Trace] holds every step.
+//
+// [Host.Explain] runs the same walk under an oracle (explain.go) that, at
+// each statistic --mode random match, follows both branches and weighs them
+// by the kernel's stored 31-bit probability; it returns every [Outcome]
+// with its exact probability and changes no state. [FrameHost] wraps a Host
+// for raw frames (decoding, defragmentation as conntrack does it,
+// refragmentation).
+//
+// # From text to a loaded ruleset
+//
+// iptables-restore input goes through [Ruleset.Restore] (restore.go), or
+// [ParseRestore] for a new ruleset, or [Host.Restore] for a host's own:
+//
+//  1. tokenize: appendArgs (tokenize.go) splits each line as
+//     iptables-restore does (double quotes, backslash escapes inside them);
+//  2. parse: parseCommandWith (command.go) reads the command (-A, -I, -N,
+//     -P, ...) and parseRuleSpecWith (parse_rule.go) the rule spec: the IP
+//     header options, then each -m module's options, routed by
+//     ruleParser.moduleOption to the module's builder, and the -j/-g
+//     target; the result is a [Rule] with its [Match] and [Target] values;
+//  3. validate: at each COMMIT, Table.validateChains (validate.go) checks
+//     what the kernel checks when a table is replaced (jumps to existing
+//     chains, no loops, each module only in the tables and hooks it
+//     allows); a table is replaced whole or not at all, and tables
+//     committed before an error stay;
+//  4. compile: [Host.Load] (or [Host.Restore]) calls compile
+//     (compile.go), which turns every table into its flat rule array,
+//     resolving jumps through validation's chain indexes, and builds the
+//     dispatch indexes; with the nf_tables backend Host.load then refuses
+//     user chains nested deeper than iptables-nft allows ([ErrTooDeep]).
+//
+// Single command lines take the same path through [Ruleset.Exec] and
+// [Host.Exec]. The way back is [Ruleset.AppendSave] (iptables-save),
+// [Ruleset.AppendRules] (iptables -S) and [Ruleset.AppendList]
+// (iptables -L with -n, -v, -x, --line-numbers).
+//
+// # Anatomy of a match or target module
+//
+// Each extension lives in one file, match_NAME.go or target_NAME.go
+// (match_length.go is a short one to read first), and has four parts:
+//
+//   - The exported type holding the parsed options (LengthMatch,
+//     MarkTarget), documented with the option syntax and its semantics.
+//   - An init function that registers a module: registerMatch or
+//     registerTarget with the module's name (as given to -m or -j), its
+//     options (name without "--", number of arguments, whether "!" may
+//     precede it, aliases), newBuilder, and optionally the families,
+//     tables and hooks the kernel allows it in (checked by validate).
+//   - A builder: set is called once per option with its arguments and
+//     inversion, and checks and stores them; done checks the option set
+//     as a whole (required options, exclusions) and returns the Match or
+//     Target. Errors say what was given and what was expected (badValue
+//     in errors.go, mustSpecify).
+//   - The methods: Module or Name; appendSave, which prints the options as
+//     iptables-save does (after " -m NAME" or " -j NAME", each with a
+//     leading space); appendList, the text of the last -L column; and
+//     either match(c *evalCtx) bool for a match, or, for a target that acts
+//     on the packet, apply(c *evalCtx) returning vContinue, vAccept or
+//     vDrop. A match with per-rule state implements stateful (a uint32:
+//     statistic's nth counter) or extStateful (limit's token bucket), so
+//     that compile gives each compiled rule its own.
+//
+// To add one: write the file as above; add its name to needsConntrack if
+// the kernel's checkentry takes a conntrack reference; keep match and
+// apply free of allocations (tests check 0 allocations per packet); add
+// unit tests for parsing, printing and matching (match_batch_test.go has
+// tables of spec → save → -L text), a golden ruleset in testdata/golden
+// recorded from the real tools by testdata/golden/record.sh, and a
+// kernel-backed test (PACKETWALK_KERNEL=1) where packets can show the
+// semantics. docs/testing.md describes the suites.
+package netfilter
