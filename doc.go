@@ -6,12 +6,28 @@
 //
 //   - netfilter: the ruleset model (iptables-save and iptables-restore text,
 //     iptables -S and -L views), the matches and targets, and Host, which
-//     sends packets through the hooks below.
+//     sends packets through the hooks below; its package documentation is
+//     the map of the engine.
 //   - conntrack: connection tracking and NAT bindings (a leaf package).
 //   - ipset: IP sets and their text formats (a leaf package).
 //   - kubeproxy: the ruleset kube-proxy (iptables mode) writes for a
 //     cluster's Services and EndpointSlices.
+//   - agents: the rules and sets of the other node agents (ip-masq-agent,
+//     Calico natOutgoing, Docker's bridge network).
+//   - render: a table of a ruleset drawn as a Graphviz graph, with a traced
+//     packet's path.
+//   - pwtest: helpers for tests of rules: probability assertions over
+//     Host.Explain and generators for property tests.
 //   - cmd/packetwalk: the command line over node snapshots.
+//   - examples/aks-kubenet, examples/calico-masquerade,
+//     examples/day-in-the-life, examples/localhost-nodeport,
+//     examples/nodeport, examples/virtual-node: runnable walks
+//     (go run ./examples/NAME), each asserting what it teaches.
+//
+// Under internal/ are the harness that drives the real kernel in network
+// namespaces (kerneltest), the differential suites built on it (difftest),
+// the benchmarks (bench), exact statistic probabilities (probability) and
+// the kernel's jhash (jhash); docs/testing.md describes the test suites.
 //
 // A packet received on an interface crosses the hooks in this order; each
 // hook runs its tables by the kernel's priorities (raw −300, conntrack
@@ -32,6 +48,8 @@
 //	                                 ▼                  ▼
 //	                              POSTROUTING  mangle, nat (SNAT, MASQUERADE) ─► frame
 //
-// The nat table sees only the first packet of a connection; conntrack
-// translates the rest, in both directions.
+// A packet a local process sends to one of the host's own addresses goes
+// OUTPUT → POSTROUTING and comes back in on lo through PREROUTING and INPUT,
+// keeping its connection. The nat table sees only the first packet of a
+// connection; conntrack translates the rest, in both directions.
 package packetwalk
