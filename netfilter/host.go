@@ -243,8 +243,9 @@ func (h *Host) AddRoute(r Route) error {
 	return nil
 }
 
-// Ruleset returns the host's live ruleset for family f. Changes made to it
-// take effect at the next Load or Commit.
+// Ruleset returns the host's live ruleset for family f. Packets walk the
+// ruleset as it was compiled by the last Load, Restore or Exec, so changes
+// made to it directly take effect at the next h.Load(h.Ruleset(f)).
 func (h *Host) Ruleset(f Family) *Ruleset { return h.rules[famIdx(f)] }
 
 func famIdx(f Family) int {

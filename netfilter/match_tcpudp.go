@@ -83,7 +83,8 @@ type TCPMatch struct {
 	hasDst    bool
 }
 
-// UDPMatch is "-m udp" (and "-m udplite" with Lite set): ports of UDP packets.
+// UDPMatch is "-m udp" or "-m udplite" (Module tells which): ports of UDP or
+// UDP-Lite packets.
 type UDPMatch struct {
 	SrcPorts, DstPorts       PortRange
 	InvSrcPorts, InvDstPorts bool

@@ -96,12 +96,16 @@ type Result struct {
 	// Trace is every step, when the host's Tracing is on.
 	Trace []Step
 	// Reason explains a drop outside the rules: the routing decision
-	// ("no route to host", "forwarding disabled", "TTL exceeded",
-	// "blackhole", "unreachable", "prohibited"; with
+	// ("no route to host", "blackhole", "unreachable", "prohibited",
+	// "forwarding disabled", "TTL exceeded"; with
 	// HostConfig.NoRouteLocalnet "martian source" and "martian
 	// destination" for 127.0.0.0/8 received off lo, "invalid source" for
-	// a 127.0.0.0/8 source routed off the host) or conntrack ("conntrack
-	// table full", "conntrack clash"). It is empty otherwise.
+	// a 127.0.0.0/8 source routed off the host, also after nat OUTPUT),
+	// conntrack ("conntrack table full", "conntrack clash"), or
+	// defragmentation while some rule needs conntrack: a fragment given to
+	// Receive or Send is Held ("fragment held for reassembly ..."), and
+	// FrameHost also reports a fragment that was ignored or broke its queue
+	// (the reason* constants of defrag.go). It is empty otherwise.
 	Reason string
 	// Conn is the packet's connection after the packet, or nil when the
 	// packet was not tracked (no rule needs conntrack, NOTRACK, INVALID).

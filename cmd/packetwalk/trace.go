@@ -19,8 +19,9 @@ var traceCmd = command{
 	about: `
 Runs the packets in order through one simulated node and prints what
 netfilter did to each: every rule that matched, the verdict, and the packet
-as it leaves. Packets run through the same host, so counters (and, once
-modelled, conntrack state) carry over from one packet to the next.
+as it leaves. Packets run through the same host, so counters, conntrack
+entries and NAT bindings, nth counters and recent lists carry over from one
+packet to the next.
 
 A PACKET is one argument of space-separated key=value tokens:
   proto=tcp|udp|icmp|icmpv6|sctp|udplite|N   (default tcp)
