@@ -16,9 +16,10 @@
 //     for 127.0.0.1, so the SYN stays on lo and reaches whatever listens
 //     on 127.0.0.1:30080 on the node (nothing, on a real node).
 //
-// netfilter/route_localnet_kernel_test.go sends the same kind of packets
-// through the kernel with route_localnet 0 and 1 and checks the same
-// outcomes.
+// kernel_test.go sends the same SYN from the kernel lab's node, with the
+// same rules and setting, and checks the same outcomes and nat counters;
+// netfilter/route_localnet_kernel_test.go covers route_localnet's other
+// cases (martian sources and destinations received off lo).
 package main
 
 import (
@@ -67,10 +68,7 @@ const (
 // is kube-proxy's --iptables-localhost-nodeports, routeLocalnet the
 // sysctl.
 func node(localhostNodePorts, routeLocalnet bool) (*netfilter.Host, error) {
-	cfg := kubeproxy.DefaultConfig("node-a")
-	cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(NodeIP)}
-	cfg.LocalhostNodePorts = localhostNodePorts
-	rules, err := kubeproxy.GenerateFromYAML(cfg, []byte(cluster))
+	rules, err := kubeProxyRules(localhostNodePorts)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +84,15 @@ func node(localhostNodePorts, routeLocalnet bool) (*netfilter.Host, error) {
 		return nil, err
 	}
 	return h, nil
+}
+
+// kubeProxyRules is what kube-proxy writes on node-a, as iptables-restore
+// input.
+func kubeProxyRules(localhostNodePorts bool) ([]byte, error) {
+	cfg := kubeproxy.DefaultConfig("node-a")
+	cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(NodeIP)}
+	cfg.LocalhostNodePorts = localhostNodePorts
+	return kubeproxy.GenerateFromYAML(cfg, []byte(cluster))
 }
 
 // curl is the SYN of `curl http://127.0.0.1:30080` on the node: the
