@@ -89,7 +89,7 @@ func (h *Host) bindNAT(hk Hook, p *Packet, req *natRequest) bool {
 			a = p.Dst
 		}
 		if !a.IsValid() {
-			return false // the kernel drops when the interface has no address
+			return false // no device has an address to borrow: the kernel drops
 		}
 		r.MinAddr, r.MaxAddr = a, a
 	case natRedirect:

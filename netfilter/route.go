@@ -124,8 +124,9 @@ func (h *Host) routeScan(dst netip.Addr) *Route {
 	return best
 }
 
-// sourceFor picks the source address of a locally generated packet: the
-// first address of the output interface in the destination's family.
+// sourceFor picks the source address of a locally generated packet (and
+// MASQUERADE's address): an address of the output interface in the
+// destination's family, or one borrowed from another device.
 func (h *Host) sourceFor(r *Route, dst netip.Addr) netip.Addr {
 	if r.Type == RouteLocal {
 		return dst

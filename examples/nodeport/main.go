@@ -67,9 +67,9 @@ func node(name, ip, bridge string, seed uint64) (*netfilter.Host, error) {
 		return nil, err
 	}
 	// The local pods hang off a bridge with an address in the node's pod
-	// block. (Calico's cali* interfaces have no address; the kernel's
-	// MASQUERADE then borrows eth0's, which packetwalk does not model yet,
-	// so the example uses a bridge like kubenet's.)
+	// block, like kubenet's. (The post's Calico uses cali* interfaces
+	// without an address, from which MASQUERADE borrows eth0's address,
+	// in packetwalk as in the kernel; the bridge keeps the walk short.)
 	if err := h.AddInterface("cni0", netip.MustParsePrefix(bridge)); err != nil {
 		return nil, err
 	}
