@@ -12,8 +12,10 @@ import (
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
-// seed001 is the post's pools: default-ipv4-ippool, and after the edit the
-// disabled natOutgoing pool othervnet.
+// seed001Before and seed001After are the IPPools of "AKS Azure CNI Calico
+// IP Masquerade" (https://www.stevegriffith.nyc/posts/aks-cni-calico-ipmasq/):
+// default-ipv4-ippool, and after the post's edit also the disabled
+// natOutgoing pool othervnet.
 var (
 	seed001Before = CalicoNATConfig{Pools: []CalicoPool{{CIDR: netip.MustParsePrefix("10.240.0.0/16"), NATOutgoing: true}}}
 	seed001After  = CalicoNATConfig{Pools: append(append([]CalicoPool{}, seed001Before.Pools...),
