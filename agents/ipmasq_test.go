@@ -36,8 +36,9 @@ masqLinkLocal: true
 resyncInterval: 60s
 `
 
-// savedChain returns the -A lines of chain (and the POSTROUTING jump to it)
-// as iptables-save prints them after loading rules into an empty nat table.
+// savedLines returns the lines of iptables-save's output for rules that
+// start with one of prefixes (such as "-A "), after loading rules into an
+// empty ruleset.
 func savedLines(t *testing.T, rules []byte, prefixes ...string) []string {
 	t.Helper()
 	rs, err := netfilter.ParseRestore(netfilter.IPv4, rules)

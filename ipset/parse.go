@@ -358,7 +358,7 @@ func (s *Set) eachBitmapPort(txt string, k ekey, fn func(ekey) error) error {
 	return nil
 }
 
-// formatKey prints an element as ipset does (without extensions).
+// appendKey appends an element as ipset prints it (without extensions).
 func (s *Set) appendKey(b []byte, k ekey) []byte {
 	t := s.typ
 	if t.kind == kindList {

@@ -89,8 +89,7 @@ func (n *probNode) product() *big.Int {
 	return n.exact
 }
 
-// probSum returns the probability of the union of the paths ending in
-// terms.
+// sum returns the probability of the union of the paths ending in terms.
 func (a *probArena) sum(terms []*probNode) Probability {
 	if len(a.values) == 0 {
 		a.values = make([]probValue, chunk(a.made))

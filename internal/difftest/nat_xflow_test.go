@@ -271,7 +271,7 @@ type xResp struct {
 }
 
 // portRule is what an SNAT or MASQUERADE rule allows a flow's source to
-// become; checkSNAT checks a harness's choice against it.
+// become; allows and allowsDst check a harness's choice against it.
 type portRule struct {
 	MinAddr, MaxAddr netip.Addr // MASQUERADE: the out interface's address
 	MinPort, MaxPort uint16     // 0: no port range
