@@ -117,8 +117,7 @@ func DocumentFamily(data []byte) (netfilter.Family, error) {
 	return netfilter.IPv4, nil
 }
 
-// addrFamily returns 4 or 6 for an address argument ("10.0.0.1/32",
-// "[fd00::1]:80", "10.0.0.1:80", "fd00::/64"), 0 when it is none.
+// asciiBlank reports whether c separates words in a rule line.
 func asciiBlank(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
@@ -150,6 +149,8 @@ func tokenFamily(tok []byte) int {
 	return addrFamily(string(tok))
 }
 
+// addrFamily returns 4 or 6 for an address argument ("10.0.0.1/32",
+// "[fd00::1]:80", "10.0.0.1:80", "fd00::/64"), 0 when it is none.
 func addrFamily(s string) int {
 	if strings.HasPrefix(s, "[") {
 		return 6

@@ -176,8 +176,6 @@ func stackReply(p netfilter.Packet) (netfilter.Packet, bool) {
 	return r, true
 }
 
-// simOutcome is what the simulator did with one packet, in the terms the
-// lab can observe.
 // tcpPayload is the TCP payload length of p.
 func tcpPayload(p netfilter.Packet) int {
 	ipHL, tcpHL := 20, 20
@@ -190,6 +188,8 @@ func tcpPayload(p netfilter.Packet) int {
 	return max(p.Length-ipHL-tcpHL, 0)
 }
 
+// simOutcome is what the simulator did with one packet, in the terms the
+// lab can observe.
 type simOutcome struct {
 	Result netfilter.Result
 	// Frames are the keys of every frame that reaches the client or the
