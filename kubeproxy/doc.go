@@ -3,6 +3,12 @@
 // byte, so that the simulator (or the real iptables-restore) can load the
 // exact ruleset of a node.
 //
+// The behaviour was read from kube-proxy's sources
+// (pkg/proxy/iptables/proxier.go and proxier_test.go in
+// https://github.com/kubernetes/kubernetes, current and v1.18) and checked
+// against real dumps; docs/kube-proxy-notes.md keeps the facts the tests
+// rely on.
+//
 // Entry points:
 //
 //   - [PortName], [ServiceChain], [LocalChain], [ExternalChain],
