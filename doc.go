@@ -29,10 +29,13 @@
 // the benchmarks (bench), exact statistic probabilities (probability) and
 // the kernel's jhash (jhash); docs/testing.md describes the test suites.
 //
-// A packet received on an interface crosses the hooks in this order; each
-// hook runs its tables by the kernel's priorities (raw −300, conntrack
-// −200, mangle −150, nat destination −100, filter 0, security 50 with
-// iptables-legacy or 150 with iptables-nft, nat source 100):
+// A packet received on an interface, or sent by a local process, crosses
+// the hooks in this order; each hook runs its tables by the kernel's
+// priorities (raw −300, the conntrack lookup −200, mangle −150, nat
+// destination −100, filter 0, security 50 with iptables-legacy or 150 with
+// iptables-nft, nat source 100, the conntrack confirmation last on INPUT
+// and POSTROUTING), so the INPUT order drawn below is iptables-nft's
+// (legacy runs security before nat):
 //
 //	frame ─► PREROUTING ─► routing ──┬─► INPUT ─► local process
 //	         raw, mangle,  decision  │   mangle, filter, nat, security
