@@ -80,7 +80,7 @@ var goldenCases = []struct {
 
 	// Bad input: exit 1, one line naming file, line and token.
 	{"err-rules-line", []string{"trace", "--rules", "testdata/bad.rules", "dst=10.0.0.1"}, ""},
-	{"err-packet-token", []string{"trace", "--addr", "eth0=10.0.0.1/24", "dst=10.0.0.2", "dst=10.0.0.2 dport=http"}, ""},
+	{"err-packet-token", []string{"trace", "--addr", "eth0=10.0.0.1/24", "dst=10.0.0.2", "dst=10.0.0.2 dport=htp"}, ""},
 	{"err-packets-file-line", []string{"trace", "--node", node1, "--packets", "testdata/bad.packets"}, ""},
 	{"err-reply-forward", []string{"trace", "--addr", "eth0=10.0.0.1/24", "dst=10.0.0.2", "reply=3"}, ""},
 	{"err-unknown-in", []string{"trace", "--addr", "eth0=10.0.0.1/24", "in=eth9 src=10.0.0.2 dst=10.0.0.1"}, ""},

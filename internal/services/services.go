@@ -68,7 +68,8 @@ var load = sync.OnceValue(func() *db {
 		}
 		e := Entry{Name: f[0], Port: uint16(port), Proto: proto, Aliases: f[2:]}
 		d.entries = append(d.entries, e)
-		for _, n := range f[:1+len(e.Aliases)] {
+		d.addName(e.Name, e)
+		for _, n := range e.Aliases {
 			d.addName(n, e)
 		}
 		if _, dup := d.byPort[portKey{e.Port, proto}]; !dup {
