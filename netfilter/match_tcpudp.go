@@ -31,6 +31,16 @@ func (r PortRange) appendSave(b []byte) []byte {
 // stored truncated to 16 bits (--dport 70000 saves as 4464), else a name
 // of any protocol (xtables_getportbyname).
 func parsePort(s, proto string) (uint16, bool) {
+	if s == "" {
+		return 0, false
+	}
+	if s[0] < '0' || s[0] > '9' {
+		// A name: skip the number parse, whose error would allocate.
+		if proto == "udp" || proto == "udplite" {
+			return serviceAnyProto(s)
+		}
+		return serviceByName(s, proto)
+	}
 	if proto == "udp" || proto == "udplite" {
 		if n, err := strconv.ParseUint(s, 10, 32); err == nil {
 			return uint16(n), true
