@@ -103,8 +103,8 @@ func missingNFAcct(h *netfilter.Host, file string, data []byte) error {
 			}
 			if _, ok := h.NFAcct(name); !ok {
 				return &inputError{file: file, line: i + 1, err: fmt.Errorf(
-					"%w: nfacct object %q does not exist (the kernel refuses the rule: RULE_APPEND failed (No such file or directory)); "+
-						"declare it with --nfacct %s or in the snapshot file %s (`nfacct list` output of the node)",
+					"%w %q: the kernel refuses the rule (RULE_APPEND failed (No such file or directory)); "+
+						"declare it with --nfacct %s, or in the file %s of the --node DIR (the node's 'nfacct list' output; or --nfacct-list FILE)",
 					netfilter.ErrNoSuchNFAcct, name, name, nfacctFile)}
 			}
 		}
