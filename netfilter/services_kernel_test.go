@@ -13,7 +13,8 @@ import (
 
 // serviceNameCases returns one rule per service name or alias of the
 // embedded database and per way a rule can name a port: the tcp, udp and
-// sctp matches and multiport for each protocol, as sources and
+// sctp matches, multiport for each protocol and the conntrack match, as
+// sources and
 // destinations, plus a rule per port number of each protocol's entries
 // (so that -L names every port).
 func serviceNameCases() []string {
@@ -42,6 +43,11 @@ func serviceNameCases() []string {
 				fmt.Sprintf("-A INPUT -p %s --%s %s", p, dir, n),
 				fmt.Sprintf("-A INPUT -p %s -m multiport --%ss %s,1", p, dir, n))
 		}
+		ct := "--ctorigdstport"
+		if dir == "sport" {
+			ct = "--ctreplsrcport"
+		}
+		rules = append(rules, fmt.Sprintf("-A INPUT -m conntrack %s %s", ct, n))
 	}
 	for _, p := range []string{"tcp", "udp", "sctp"} {
 		for port := range ports[p] {
