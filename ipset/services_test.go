@@ -64,3 +64,22 @@ func TestPortNamesRefused(t *testing.T) {
 		assert.Equal(t, "Error in line 2: "+tc.text, err.Error(), tc.line)
 	}
 }
+
+// bitmap:port ranges take tcp service names and C numbers (ipset 7.17).
+func TestBitmapPortRangeNames(t *testing.T) {
+	for rng, want := range map[string]string{"ssh-http": "range 22-80", "0x10-0x20": "range 16-32"} {
+		r, _ := restoreText(t, "create B bitmap:port range "+rng+"\n")
+		b, err := r.AppendSave(nil, "B")
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "create B bitmap:port "+want+"\n", rng)
+	}
+	for rng, msg := range map[string]string{
+		"mdns-6000":   "Syntax error: 'mdns' is invalid as number",
+		"ftp-data-30": "Syntax error: 'data-30' is invalid as number",
+	} {
+		r, _ := newTestRegistry()
+		err := r.Restore([]byte("create B bitmap:port range "+rng+"\n"), RestoreOptions{})
+		require.Error(t, err, rng)
+		assert.Equal(t, "Error in line 1: "+msg, err.Error(), rng)
+	}
+}
