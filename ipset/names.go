@@ -68,15 +68,3 @@ var icmp6Names = []icmpName{
 	{"neighbour-advertisement", 136, 0}, {"neigbour-advertisement", 136, 0},
 	{"redirect", 137, 0},
 }
-
-// services is the subset of /etc/services that port names resolve to.
-// Names not listed are refused as ipset refuses unknown services.
-var services = map[string]uint16{
-	"ftp-data": 20, "ftp": 21, "ssh": 22, "telnet": 23, "smtp": 25,
-	"domain": 53, "bootps": 67, "bootpc": 68, "tftp": 69, "http": 80,
-	"www": 80, "kerberos": 88, "pop3": 110, "sunrpc": 111, "ntp": 123,
-	"imap": 143, "imap2": 143, "snmp": 161, "ldap": 389, "https": 443,
-	"microsoft-ds": 445, "syslog": 514, "submission": 587, "ldaps": 636,
-	"imaps": 993, "pop3s": 995, "mysql": 3306, "postgresql": 5432,
-	"http-alt": 8080,
-}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packetwalk/packetwalk/internal/services"
 	"go4.org/netipx"
 )
 
@@ -235,18 +236,37 @@ func (s *Set) eachNet(i int, txt string, k ekey, fn func(ekey) error) error {
 	return fn(k)
 }
 
+// parsePortNum reads a port as ipset 7.17 does: a service name of proto
+// (getservbyname, so "udp:ssh" is refused), else a number in C notation
+// (strtoul base 0: 010 is 8, 0x10 is 16).
 func parsePortNum(txt, proto string) (uint16, error) {
-	if p, ok := services[txt]; ok {
+	if p, ok := services.ByName(txt, proto); ok {
 		return p, nil
 	}
-	n, err := strconv.Atoi(txt)
-	if err != nil {
+	n, ok := parseCNumber(txt)
+	if !ok {
 		return 0, syntaxError("'%s' is invalid as number", txt)
 	}
-	if n < 0 || n > 65535 {
+	if n > 65535 {
 		return 0, syntaxError("'%s' is out of range 0-65535", txt)
 	}
 	return uint16(n), nil
+}
+
+// parseCNumber reads an unsigned number as strtoull with base 0 does.
+func parseCNumber(s string) (uint64, bool) {
+	base, digits := 10, s
+	switch {
+	case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
+		base, digits = 16, s[2:]
+	case len(s) > 1 && s[0] == '0':
+		base, digits = 8, s[1:]
+	}
+	if digits == "" || digits[0] == '+' || digits[0] == '-' || strings.ContainsRune(digits, '_') {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, base, 64)
+	return n, err == nil
 }
 
 func parsePortRange(txt, proto string) (lo, hi uint16, err error) {
@@ -339,10 +359,16 @@ func parseICMP(names []icmpName, txt string) (uint16, bool) {
 }
 
 func (s *Set) eachBitmapPort(txt string, k ekey, fn func(ekey) error) error {
-	if _, rest, ok := strings.Cut(txt, ":"); ok {
-		txt = rest
+	// A bitmap:port element may name its protocol, whose service names
+	// then apply ("udp:mdns").
+	proto := "tcp"
+	if pname, rest, ok := strings.Cut(txt, ":"); ok {
+		if pname != "tcp" && pname != "udp" {
+			return syntaxError("Only protocols TCP and UDP are valid")
+		}
+		proto, txt = pname, rest
 	}
-	lo, hi, err := parsePortRange(txt, "tcp")
+	lo, hi, err := parsePortRange(txt, proto)
 	if err != nil {
 		return err
 	}

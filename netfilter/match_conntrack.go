@@ -253,20 +253,24 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 	return nil
 }
 
-// parseNumRange parses "N" or "N:M" of 16-bit numbers (no service names).
+// parseNumRange parses the conntrack match's "P" or "P:Q". iptables 1.8.9
+// reads each port as the udp match does (a decimal number truncated to 16
+// bits, or a service name of any protocol); -L prints numbers.
 func parseNumRange(v string) (PortRange, bool) {
 	lo, hi, isRange := strings.Cut(v, ":")
-	a, err := strconv.ParseUint(lo, 10, 16)
-	if err != nil {
+	a, ok := parsePort(lo, "udp")
+	if !ok {
 		return PortRange{}, false
 	}
 	b := a
 	if isRange {
-		if b, err = strconv.ParseUint(hi, 10, 16); err != nil || b < a {
+		// iptables-nft also takes a reversed range (saved as written,
+		// matching nothing); packetwalk refuses it.
+		if b, ok = parsePort(hi, "udp"); !ok || b < a {
 			return PortRange{}, false
 		}
 	}
-	return PortRange{uint16(a), uint16(b)}, true
+	return PortRange{a, b}, true
 }
 
 func (m *ConntrackMatch) done(*ruleCtx) (any, error) {

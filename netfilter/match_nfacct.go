@@ -1,5 +1,7 @@
 package netfilter
 
+import "fmt"
+
 // maxNFAcctNameLen is the longest accounting object name the match stores
 // (NFACCT_NAME_MAX 32 less the NUL); iptables cuts longer names, as it
 // does for helper names.
@@ -62,4 +64,15 @@ func (m *NFAcctMatch) match(c *evalCtx) bool {
 		o.Bytes += uint64(c.pkt.Length)
 	}
 	return true
+}
+
+// SetNFAcct sets the counters of the existing accounting object name, so
+// that a node snapshot's `nfacct list` values carry over.
+func (h *Host) SetNFAcct(name string, c Counters) error {
+	o := h.nfacct[name]
+	if o == nil {
+		return fmt.Errorf("%w: nfacct object %q (create it with AddNFAcct first)", ErrNoSuchNFAcct, name)
+	}
+	*o = c
+	return nil
 }

@@ -49,3 +49,13 @@ func TestNFAcctMatchCountsIntoItsObject(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, Counters{Packets: 1, Bytes: 28}, c)
 }
+
+func TestSetNFAcct(t *testing.T) {
+	h := NewHost(HostConfig{})
+	assert.ErrorIs(t, h.SetNFAcct("nope", Counters{Packets: 1}), ErrNoSuchNFAcct)
+	require.NoError(t, h.AddNFAcct("o"))
+	require.NoError(t, h.SetNFAcct("o", Counters{Packets: 3, Bytes: 180}))
+	c, ok := h.NFAcct("o")
+	require.True(t, ok)
+	assert.Equal(t, Counters{Packets: 3, Bytes: 180}, c)
+}

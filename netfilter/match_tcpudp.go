@@ -24,22 +24,33 @@ func (r PortRange) appendSave(b []byte) []byte {
 	return b
 }
 
-// parsePort parses a port number or a service name for proto.
+// parsePort parses a port number or a service name for proto. The tcp
+// match is xtables_parse_port: a number in C notation (strtoul base 0:
+// 010 is 8, 0x50 is 80) up to 65535, else getservbyname(name, "tcp"). The
+// udp match (iptables 1.8.9's option parser) takes a decimal number,
+// stored truncated to 16 bits (--dport 70000 saves as 4464), else a name
+// of any protocol (xtables_getportbyname).
 func parsePort(s, proto string) (uint16, bool) {
-	if n, err := strconv.ParseUint(s, 10, 16); err == nil {
-		return uint16(n), true
+	if s == "" {
+		return 0, false
+	}
+	if s[0] < '0' || s[0] > '9' {
+		// A name: skip the number parse, whose error would allocate.
+		if proto == "udp" || proto == "udplite" {
+			return serviceAnyProto(s)
+		}
+		return serviceByName(s, proto)
 	}
 	if proto == "udp" || proto == "udplite" {
-		// iptables 1.8.9's udp match stores a larger number truncated to
-		// 16 bits (--dport 70000 saves as 4464), where tcp refuses it.
 		if n, err := strconv.ParseUint(s, 10, 32); err == nil {
 			return uint16(n), true
 		}
+		return serviceAnyProto(s)
 	}
-	if p, ok := serviceByName(s, proto); ok {
-		return p, true
+	if n, ok := parseCUint(s, 65535); ok {
+		return uint16(n), true
 	}
-	return 0, false
+	return serviceByName(s, proto)
 }
 
 // parsePortRange parses "P", "P:Q", ":Q" and "P:" as iptables does for

@@ -1,37 +1,23 @@
 package netfilter
 
-type serviceEntry struct {
-	port    uint16
-	proto   string
-	name    string
-	aliases []string
-}
+import "github.com/packetwalk/packetwalk/internal/services"
 
-// serviceByPort returns the first /etc/services name for port/proto, as
-// getservbyport does.
+// serviceByPort returns the name iptables -L prints for port/proto: the
+// first /etc/services entry, as getservbyport does.
 func serviceByPort(port uint16, proto string) (string, bool) {
-	for _, e := range serviceTable {
-		if e.port == port && e.proto == proto {
-			return e.name, true
-		}
-	}
-	return "", false
+	return services.ByPort(port, proto)
 }
 
-// serviceByName resolves a service name or alias for proto.
+// serviceByName resolves a service name or alias for proto, as
+// getservbyname(name, proto) does for xtables_parse_port (tcp, sctp and
+// multiport ports).
 func serviceByName(name, proto string) (uint16, bool) {
-	for _, e := range serviceTable {
-		if e.proto != proto {
-			continue
-		}
-		if e.name == name {
-			return e.port, true
-		}
-		for _, a := range e.aliases {
-			if a == name {
-				return e.port, true
-			}
-		}
-	}
-	return 0, false
+	return services.ByName(name, proto)
+}
+
+// serviceAnyProto resolves a service name the way xtables_getportbyname
+// does (the udp match, NAT ports): getaddrinfo with no hints, which finds
+// names of tcp and udp entries alike.
+func serviceAnyProto(name string) (uint16, bool) {
+	return services.ByNameAnyProto(name)
 }

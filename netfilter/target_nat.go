@@ -169,7 +169,7 @@ func (b *natTargetBuilder) parseTo(c *ruleCtx, mod, opt, s string) error {
 		}
 		b.t.MinPort, b.t.MaxPort, b.t.HasPorts = lo, hi, true
 		if base, ok := strings.CutPrefix(ports[strings.IndexByte(ports+"/", '/'):], "/"); ok {
-			p, _ := parsePort(base, "tcp") // checked by parseNATPorts
+			p, _ := parseNATPort(base) // checked by parseNATPorts
 			b.t.Offset = true
 			if b.t.Kind == NATDestination {
 				b.t.BasePort = p
@@ -177,6 +177,15 @@ func (b *natTargetBuilder) parseTo(c *ruleCtx, mod, opt, s string) error {
 		}
 	}
 	return nil
+}
+
+// parseNATPort reads one NAT port: a number in C notation (010 is 8) or a
+// service name of any protocol (xtables_getportbyname).
+func parseNATPort(s string) (uint16, bool) {
+	if n, ok := parseCUint(s, 65535); ok {
+		return uint16(n), true
+	}
+	return serviceAnyProto(s)
 }
 
 func parseNATAddr(f Family, s string) (netip.Addr, error) {
@@ -197,22 +206,26 @@ func parseNATPorts(mod, opt, s string, withBase bool) (lo, hi uint16, err error)
 	if hasBase && !withBase {
 		return 0, 0, fmt.Errorf("%w: %s: shifted port range %q in %s", ErrUnsupported, mod, s, opt)
 	}
-	a, bs, isRange := strings.Cut(spec, "-")
-	p, ok := parsePort(a, "tcp")
-	if !ok {
-		return 0, 0, badValue(mod, opt, s, "a port 0-65535 or a service name")
-	}
-	lo, hi = p, p
-	if isRange {
-		if hi, ok = parsePort(bs, "tcp"); !ok {
-			return 0, 0, badValue(mod, opt, s, "a port 0-65535 or a service name")
+	// iptables 1.8.9 first reads the whole spec as one port, a number or a
+	// service name of any protocol (--to-ports ftp-data is 20); otherwise
+	// it is a range of two numbers (22-http is refused).
+	isRange := false
+	if p, ok := parseNATPort(spec); ok {
+		lo, hi = p, p
+	} else {
+		a, bs, dash := strings.Cut(spec, "-")
+		l, ok1 := parseCUint(a, 65535)
+		h, ok2 := parseCUint(bs, 65535)
+		if !dash || !ok1 || !ok2 {
+			return 0, 0, badValue(mod, opt, s, "a port 0-65535, a service name or a range of numbers PORT-PORT")
 		}
+		lo, hi, isRange = uint16(l), uint16(h), true
 		if hi < lo {
 			return 0, 0, badValue(mod, opt, s, "a port range LOW-HIGH")
 		}
 	}
 	if hasBase {
-		bp, ok := parsePort(base, "tcp")
+		bp, ok := parseNATPort(base)
 		if !isRange || !ok || bp == 0 {
 			return 0, 0, badValue(mod, opt, s, "PORT-PORT/BASE with a base port 1-65535")
 		}

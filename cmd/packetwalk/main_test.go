@@ -20,6 +20,9 @@ var update = flag.Bool("update", false, "rewrite the golden files of cmd/packetw
 const (
 	node1 = "testdata/node1" // filter and mangle rules, routes recorded from ip -j
 	node2 = "testdata/node2" // ipsets and a conntrack snapshot
+	// nodeKube holds kube-proxy's rules with -m nfacct and the node's
+	// nfacct list (record-node-kube.sh).
+	nodeKube = "testdata/node-kube"
 )
 
 // golden cases run the command in-process; each golden file holds the
@@ -80,7 +83,7 @@ var goldenCases = []struct {
 
 	// Bad input: exit 1, one line naming file, line and token.
 	{"err-rules-line", []string{"trace", "--rules", "testdata/bad.rules", "dst=10.0.0.1"}, ""},
-	{"err-packet-token", []string{"trace", "--addr", "eth0=10.0.0.1/24", "dst=10.0.0.2", "dst=10.0.0.2 dport=http"}, ""},
+	{"err-packet-token", []string{"trace", "--addr", "eth0=10.0.0.1/24", "dst=10.0.0.2", "dst=10.0.0.2 dport=htp"}, ""},
 	{"err-packets-file-line", []string{"trace", "--node", node1, "--packets", "testdata/bad.packets"}, ""},
 	{"err-reply-forward", []string{"trace", "--addr", "eth0=10.0.0.1/24", "dst=10.0.0.2", "reply=3"}, ""},
 	{"err-unknown-in", []string{"trace", "--addr", "eth0=10.0.0.1/24", "in=eth9 src=10.0.0.2 dst=10.0.0.1"}, ""},
@@ -90,6 +93,12 @@ var goldenCases = []struct {
 	{"err-list-one-rule", []string{"list", "--node", node1, "-L", "INPUT", "2"}, ""},
 	{"err-planned-command", []string{"pcap", "-r", "x.pcap"}, ""},
 	{"err-bad-addrs-json", []string{"trace", "--addrs", "testdata/bad-addr.json", "dst=10.0.0.1"}, ""},
+	{"nfacct-node", []string{"list", "--node", nodeKube, "-t", "nat", "-S", "KUBE-NODEPORTS"}, ""},
+	{"nfacct-flags", []string{"save", "--rules", nodeKube + "/iptables-save", "--nfacct", "ct_state_invalid_dropped_pkts", "--nfacct", "localhost_nps_accepted_pkts", "-t", "filter"}, ""},
+	{"err-nfacct-missing", []string{"list", "--rules", nodeKube + "/iptables-save", "-S"}, ""},
+	{"err-nfacct-one-missing", []string{"list", "--rules", nodeKube + "/iptables-save", "--nfacct", "ct_state_invalid_dropped_pkts", "-S"}, ""},
+	{"err-nfacct-list-line", []string{"list", "--node", nodeKube, "--nfacct-list", "testdata/bad.nfacct-list"}, ""},
+	{"err-nfacct-flag", []string{"list", "--nfacct", "x2345678901234567890123456789012"}, ""},
 }
 
 func runCmd(args []string, stdin string) (int, string, string) {

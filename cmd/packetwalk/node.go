@@ -24,6 +24,8 @@ import (
 type nodeInput struct {
 	rules, rules6  string
 	ipsets, ctFile string
+	nfacctFile     string
+	nfacct         nfacctList
 	addrsFile      string
 	routesFile     string
 	dir            string
@@ -39,19 +41,25 @@ type nodeInput struct {
 // nodeFlagsHelp ends the help of subcommands that take node input.
 const nodeFlagsHelp = `
 Node input: --node DIR loads whichever of iptables-save, ip6tables-save,
-ipset-save, ip-addr.json, ip-route.json and conntrack it holds (explicit
-flags win); --addr, --iface and --route add to it. --addr also adds the
-connected route of its prefix (none for a /32), as the kernel does.
+ipset-save, ip-addr.json, ip-route.json, conntrack and nfacct-list it holds
+(explicit flags win); --addr, --iface, --route and --nfacct add to it.
+--addr also adds the connected route of its prefix (none for a /32), as the
+kernel does. nfacct-list is the node's 'nfacct list' output: the extended
+accounting objects that -m nfacct rules name (kube-proxy creates
+ct_state_invalid_dropped_pkts and localhost_nps_accepted_pkts); a rule
+naming an object that does not exist is refused, as by the kernel.
 `
 
 func (n *nodeInput) register(fs *flag.FlagSet) {
-	fs.StringVar(&n.dir, "node", "", "snapshot `DIR` (iptables-save, ip6tables-save, ipset-save, ip-addr.json, ip-route.json, conntrack)")
+	fs.StringVar(&n.dir, "node", "", "snapshot `DIR` (iptables-save, ip6tables-save, ipset-save, ip-addr.json, ip-route.json, conntrack, nfacct-list)")
 	fs.StringVar(&n.rules, "rules", "", "iptables-save `FILE` ('-' = stdin)")
 	fs.StringVar(&n.rules6, "rules6", "", "ip6tables-save `FILE` ('-' = stdin)")
 	fs.StringVar(&n.ipsets, "ipsets", "", "'ipset save' `FILE`")
 	fs.StringVar(&n.ctFile, "conntrack", "", "'conntrack -L' `FILE`")
 	fs.StringVar(&n.addrsFile, "addrs", "", "'ip -j addr' JSON `FILE`")
 	fs.StringVar(&n.routesFile, "routes", "", "'ip -j route' JSON `FILE`")
+	fs.StringVar(&n.nfacctFile, "nfacct-list", "", "'nfacct list' `FILE` (the node's accounting objects)")
+	fs.Var(&n.nfacct, "nfacct", "extended accounting object `NAME` that -m nfacct rules may name (repeatable), as 'nfacct add NAME'")
 	fs.Var(&n.addrs, "addr", "interface address `IFACE=CIDR` (repeatable)")
 	fs.Var(&n.ifaces, "iface", "interface `NAME` without address (repeatable)")
 	fs.Var(&n.routes, "route", "route `CIDR=IFACE[@GATEWAY]` (repeatable)")
@@ -163,7 +171,7 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 
 	// Which files to read: explicit flags win over the snapshot directory.
 	rules, rules6, addrsFile, routesFile := n.rules, n.rules6, n.addrsFile, n.routesFile
-	ipsets, ctFile := n.ipsets, n.ctFile
+	ipsets, ctFile, nfacctList := n.ipsets, n.ctFile, n.nfacctFile
 	if n.dir != "" {
 		st, err := os.Stat(n.dir)
 		if err != nil {
@@ -184,6 +192,7 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		pick(&routesFile, "ip-route.json")
 		pick(&ipsets, "ipset-save")
 		pick(&ctFile, "conntrack")
+		pick(&nfacctList, nfacctFile)
 	}
 
 	// Interfaces, merged by name in order of first mention.
@@ -277,6 +286,35 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		}
 	}
 
+	// Accounting objects before rules: a rule's nfacct match needs its
+	// object to exist.
+	if nfacctList != "" {
+		data, err := n.readInput(stdin, nfacctList)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := parseNFAcctList(displayName(nfacctList), data)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if err := h.AddNFAcct(o.name); err != nil {
+				return nil, &inputError{file: displayName(nfacctList), err: err}
+			}
+			if err := h.SetNFAcct(o.name, o.counters); err != nil {
+				return nil, &inputError{file: displayName(nfacctList), err: err}
+			}
+		}
+	}
+	for _, name := range n.nfacct {
+		if _, ok := h.NFAcct(name); ok {
+			continue // also in nfacct-list, or given twice: one object
+		}
+		if err := h.AddNFAcct(name); err != nil {
+			return nil, fmt.Errorf("--nfacct %s: %w", name, err)
+		}
+	}
+
 	// Rules.
 	load := func(f netfilter.Family, file string) error {
 		data, err := n.readInput(stdin, file)
@@ -284,6 +322,11 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 			return err
 		}
 		if err := h.Restore(f, data, netfilter.RestoreOptions{Counters: true}); err != nil {
+			if errors.Is(err, netfilter.ErrNoSuchNFAcct) {
+				if m := missingNFAcct(h, displayName(file), data); m != nil {
+					return m
+				}
+			}
 			return &inputError{file: displayName(file), err: err}
 		}
 		return nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packetwalk/packetwalk/internal/services"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -123,6 +124,7 @@ func parseSpec(text string) (packetSpec, error) {
 		return s, specErr(text, "empty packet: expected key=value tokens (%s)", specKeyList)
 	}
 	var rawType string
+	var portNames []string
 	for _, tok := range toks {
 		k, v, ok := strings.Cut(tok, "=")
 		if !ok {
@@ -162,10 +164,18 @@ func parseSpec(text string) (packetSpec, error) {
 			} else {
 				s.dst = a
 			}
-		case kSport:
-			s.sport, err = parseUint16(tok, v, "port")
-		case kDport:
-			s.dport, err = parseUint16(tok, v, "port")
+		case kSport, kDport:
+			if isPortName(v) {
+				portNames = append(portNames, tok) // resolved once proto is known
+				break
+			}
+			p, perr := parseUint16(tok, v, "port")
+			err = perr
+			if key == kSport {
+				s.sport = p
+			} else {
+				s.dport = p
+			}
 		case kType:
 			rawType = v
 		case kCode:
@@ -245,7 +255,37 @@ func parseSpec(text string) (packetSpec, error) {
 			return s, err
 		}
 	}
+	for _, tok := range portNames {
+		if err := s.setPortName(tok); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
+}
+
+// isPortName tells a service name from a number: /etc/services names do
+// not start with a digit.
+func isPortName(v string) bool { return v[0] < '0' || v[0] > '9' }
+
+// setPortName resolves sport=NAME or dport=NAME among the /etc/services
+// entries of the packet's protocol, as getservbyname does for the tools
+// (dport=domain is 53 for tcp and udp, dport=mdns exists for udp only).
+func (s *packetSpec) setPortName(tok string) error {
+	k, name, _ := strings.Cut(tok, "=")
+	if s.set&kProto == 0 && s.set&kReply != 0 {
+		return specErr(tok, "a service name needs proto= on a reply packet")
+	}
+	proto := protoName(s.proto)
+	p, ok := services.ByName(name, proto)
+	if !ok {
+		return specErr(tok, "unknown %s service %q: expected a port 0-65535 or a %s name of /etc/services", proto, name, proto)
+	}
+	if k == "sport" {
+		s.sport = p
+	} else {
+		s.dport = p
+	}
+	return nil
 }
 
 // checkProtoKeys refuses keys that do not belong to the protocol, rather

@@ -244,3 +244,42 @@ func TestParseSpecTCPNumbersErrors(t *testing.T) {
 		assert.Equal(t, tc.want, err.Error(), tc.spec)
 	}
 }
+
+// Ports may be service names, looked up among the entries of the packet's
+// protocol as getservbyname(name, proto) does, wherever proto= appears.
+func TestParseSpecPortNames(t *testing.T) {
+	for _, tc := range []struct {
+		spec         string
+		sport, dport uint16
+	}{
+		{"dst=10.0.0.1 dport=https", 0, 443},
+		{"dport=ssh dst=10.0.0.1 sport=http", 80, 22},
+		{"dst=10.0.0.1 dport=www", 0, 80}, // alias of http
+		{"dport=domain proto=udp dst=10.0.0.1 sport=mdns", 5353, 53},
+		{"proto=udp dst=10.0.0.1 dport=syslog", 0, 514},
+		{"dst=10.0.0.1 dport=syslog", 0, 514}, // tcp: an alias of shell
+		{"proto=sctp dst=10.0.0.1 dport=amqp", 0, 5672},
+		{"dst=10.0.0.1 dport=0", 0, 0},
+	} {
+		s, err := parseSpec(tc.spec)
+		require.NoError(t, err, tc.spec)
+		assert.Equal(t, tc.sport, s.sport, tc.spec)
+		assert.Equal(t, tc.dport, s.dport, tc.spec)
+	}
+	for _, tc := range []struct{ spec, token, msg string }{
+		{"dst=10.0.0.1 dport=mdns", "dport=mdns", `unknown tcp service "mdns"`},        // udp only
+		{"proto=udp dst=10.0.0.1 sport=ssh", "sport=ssh", `unknown udp service "ssh"`}, // tcp only
+		{"proto=sctp dst=10.0.0.1 dport=http", "dport=http", `unknown sctp service "http"`},
+		{"proto=udplite dst=10.0.0.1 dport=domain", "dport=domain", `unknown udplite service`},
+		{"dst=10.0.0.1 dport=HTTP", "dport=HTTP", `unknown tcp service "HTTP"`},
+		{"dst=10.0.0.1 dport=80x", "dport=80x", "port 0-65535"},
+		{"reply=1 dport=http", "dport=http", "needs proto="},
+		{"proto=icmp dst=10.0.0.1 dport=http", "dport=http", "needs proto tcp"},
+	} {
+		_, err := parseSpec(tc.spec)
+		var se *specError
+		require.True(t, errors.As(err, &se), "%q: %v", tc.spec, err)
+		assert.Equal(t, tc.token, se.token, tc.spec)
+		assert.Contains(t, se.msg, tc.msg, tc.spec)
+	}
+}

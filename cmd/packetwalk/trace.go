@@ -25,7 +25,9 @@ packet to the next.
 
 A PACKET is one argument of space-separated key=value tokens:
   proto=tcp|udp|icmp|icmpv6|sctp|udplite|N   (default tcp)
-  src=ADDR dst=ADDR sport=N dport=N          (defaults sport=40000+n, dport=80)
+  src=ADDR dst=ADDR sport=N dport=N          (defaults sport=40000+n, dport=80;
+                        a port may be an /etc/services name of the protocol,
+                        dport=https, dport=domain)
   type=N|echo-request|echo-reply code=N id=N (ICMP; id defaults to n)
   in=IFACE | in=local   the receiving interface; omitted or local = sent by a
                         local process through OUTPUT

@@ -22,3 +22,8 @@ in_ns ip -j addr >"$dir/ip-addr.json"
 in_ns ip -j route >"$dir/ip-route.json"
 # conntrack -L prints its "N flow entries" summary on stderr.
 in_ns conntrack -L >"$dir/conntrack" 2>/dev/null
+# nfacct list: the extended accounting objects -m nfacct rules name.
+if command -v nfacct >/dev/null; then
+	in_ns nfacct list >"$dir/nfacct-list"
+	[ -s "$dir/nfacct-list" ] || rm -f "$dir/nfacct-list"
+fi
