@@ -12,7 +12,7 @@ import (
 const EnvVar = "PACKETWALK_KERNEL"
 
 // RequiredTools lists the programs kernel-backed tests need on $PATH.
-var RequiredTools = []string{"ip", "iptables", "iptables-restore", "iptables-save", "ip6tables", "ip6tables-restore", "ip6tables-save", "ipset", "conntrack", "sysctl"}
+var RequiredTools = []string{"ip", "iptables", "iptables-restore", "iptables-save", "ip6tables", "ip6tables-restore", "ip6tables-save", "ipset", "conntrack", "nfacct", "sysctl"}
 
 // Require skips t unless PACKETWALK_KERNEL=1. When it is 1, Require fails t if
 // the process is not root or one of [RequiredTools] is missing, naming what
