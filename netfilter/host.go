@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
@@ -101,6 +102,7 @@ type Host struct {
 	clock  Clock
 	rng    *rand.Rand
 	ifaces []*Interface
+	byName map[string]*Interface
 	routes []Route
 	rules  [2]*Ruleset // IPv4, IPv6
 	progs  [2]*program
@@ -208,7 +210,12 @@ func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
 			return fmt.Errorf("%w: invalid address on interface %q", ErrBadValue, name)
 		}
 	}
-	h.ifaces = append(h.ifaces, &Interface{Name: name, Addrs: slices.Clone(addrs)})
+	i := &Interface{Name: name, Addrs: slices.Clone(addrs)}
+	h.ifaces = append(h.ifaces, i)
+	if h.byName == nil {
+		h.byName = map[string]*Interface{}
+	}
+	h.byName[name] = i
 	h.fib.valid = false
 	for _, a := range addrs {
 		if a.Bits() < a.Addr().BitLen() {
@@ -221,13 +228,27 @@ func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
 // Interface returns the interface called name, or nil. It is the host's
 // own: add addresses with AddInterface, not by changing its Addrs, which
 // the host's compiled routing table would not see.
-func (h *Host) Interface(name string) *Interface {
+func (h *Host) Interface(name string) *Interface { return h.byName[name] }
+
+// hasIface reports whether a packet may arrive on name: one of the
+// host's interfaces, or the loopback device every host has.
+func (h *Host) hasIface(name string) bool {
+	return name == "lo" || h.byName[name] != nil
+}
+
+// unknownIface is the error for a packet received on name.
+func (h *Host) unknownIface(name string) error {
+	text := "unknown interface " + strconv.Quote(name) + " (the host has lo"
 	for _, i := range h.ifaces {
-		if i.Name == name {
-			return i
+		if i.Name != "lo" {
+			text += ", " + i.Name
 		}
 	}
-	return nil
+	text += "; add it with AddInterface)"
+	if name == "" {
+		text = "no receiving interface (Send sends a local packet)"
+	}
+	return &PacketError{Field: "In", Text: text, Err: ErrUnknownInterface}
 }
 
 // AddRoute adds a route.
