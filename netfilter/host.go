@@ -264,9 +264,12 @@ func (h *Host) AddRoute(r Route) error {
 	return nil
 }
 
-// Ruleset returns the host's live ruleset for family f. Changes made to it
-// take effect at the next Load or Commit.
-func (h *Host) Ruleset(f Family) *Ruleset { return h.rules[famIdx(f)] }
+// Ruleset returns a copy of the host's ruleset for family f, with the
+// counters as they are at the call. Changing the copy does not change the
+// host: its rules change only through Exec, Restore or Load (which may
+// load an edited copy). Each call copies the whole ruleset, so read a
+// large one's counters from one copy rather than one call per rule.
+func (h *Host) Ruleset(f Family) *Ruleset { return h.rules[famIdx(f)].Clone() }
 
 func famIdx(f Family) int {
 	if f == IPv6 {
@@ -275,8 +278,10 @@ func famIdx(f Family) int {
 	return 0
 }
 
-// Load installs rs as the host's ruleset for its family.
-func (h *Host) Load(rs *Ruleset) error { return h.load(rs, [numTables]*validated{}) }
+// Load installs a copy of rs as the host's ruleset for its family: later
+// changes to rs do not reach the host, and the host's packets count in its
+// own copy, which Ruleset returns, not in rs.
+func (h *Host) Load(rs *Ruleset) error { return h.load(rs.Clone(), [numTables]*validated{}) }
 
 // load is Load with the tables in checked already validated.
 func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
@@ -339,5 +344,5 @@ func (h *Host) Exec(line string) error {
 	if err := rs.Exec(line); err != nil {
 		return err
 	}
-	return h.Load(rs)
+	return h.load(rs, [numTables]*validated{})
 }
