@@ -55,8 +55,10 @@ func connect(localhostNodePorts, routeLocalnet bool) string {
 	if err := kubeproxy.Install(h, rules); err != nil {
 		return err.Error()
 	}
-	res := h.Send(netfilter.Packet{Proto: netfilter.ProtoTCP, Dst: netip.MustParseAddr("127.0.0.1"),
-		SrcPort: 40000, DstPort: 30080, TCPFlags: netfilter.SYN, TTL: 64, Window: 64240})
+	// No source address: the host chooses it, as for an unbound socket.
+	syn := netfilter.TCP(netip.AddrPortFrom(netip.Addr{}, 40000), netip.MustParseAddrPort("127.0.0.1:30080"), netfilter.SYN)
+	syn.Window = 64240
+	res := h.Send(syn)
 	out := fmt.Sprintf("%s %s:%d -> %s:%d", res.Disposition, res.Packet.Src, res.Packet.SrcPort, res.Packet.Dst, res.Packet.DstPort)
 	if res.Reason != "" {
 		out += " (" + res.Reason + " at " + res.Where.Hook.String() + ")"
