@@ -256,6 +256,14 @@ func (p *Packet) check(local bool) error {
 	if (p.ICMPType != 0 || p.ICMPCode != 0 || p.ICMPID != 0) && p.Proto != ProtoICMP && p.Proto != ProtoICMPv6 {
 		return badPacket("ICMPType", "protocol "+protoLabel(p.Proto)+" is not icmp or ipv6-icmp")
 	}
+	// ICMP types differ between the families: an echo request is 8 in
+	// ICMP, 128 in ICMPv6, and the icmp match reads one family's only.
+	switch {
+	case p.Proto == ProtoICMP && f == IPv6:
+		return badPacket("Proto", "icmp in an IPv6 packet (ICMPv6 is ProtoICMPv6)")
+	case p.Proto == ProtoICMPv6 && f == IPv4:
+		return badPacket("Proto", "ipv6-icmp in an IPv4 packet (ICMP is ProtoICMP)")
+	}
 	if p.Length < 0 {
 		return badPacket("Length", "negative")
 	}
