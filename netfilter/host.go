@@ -227,7 +227,7 @@ func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
 
 // Interface returns the interface called name, or nil. It is the host's
 // own: add addresses with AddInterface, not by changing its Addrs, which
-// the host's compiled routing table would not see.
+// the host's compiled routing table would not see, and do not rename it.
 func (h *Host) Interface(name string) *Interface { return h.byName[name] }
 
 // hasIface reports whether a packet may arrive on name: one of the

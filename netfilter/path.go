@@ -112,7 +112,8 @@ type Result struct {
 	// HostConfig.NoRouteLocalnet "martian source" and "martian
 	// destination" for 127.0.0.0/8 received off lo, "invalid source" for
 	// a 127.0.0.0/8 source routed off the host) or conntrack ("conntrack
-	// table full", "conntrack clash"). It is empty otherwise.
+	// table full", "conntrack clash"), or Err's text for a refused
+	// packet. It is empty otherwise.
 	Reason string
 	// Conn is the packet's connection after the packet, or nil when the
 	// packet was not tracked (no rule needs conntrack, NOTRACK, INVALID).

@@ -48,7 +48,10 @@ func Example() {
 	}
 	fmt.Println("exact:", pwtest.AssertExact(t, outs, pwtest.ByDestination, want))
 
-	counts := pwtest.Sample(h, "eth0", 10_000, newConn, pwtest.ByDestination)
+	counts, err := pwtest.Sample(h, "eth0", 10_000, newConn, pwtest.ByDestination)
+	if err != nil {
+		panic(err)
+	}
 	stat, p, df := pwtest.ChiSquare(counts, outs, pwtest.ByDestination)
 	fmt.Printf("chi-square %.2f, %d degrees of freedom, p-value above 1e-3: %v\n", stat, df, p > 1e-3)
 	// Output:
