@@ -44,7 +44,6 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 	if iface == "" {
 		err = p.check(true)
 	} else {
-		p.In = iface
 		err = h.admit(&p, iface)
 	}
 	if err != nil {
