@@ -268,7 +268,9 @@ func (h *Host) AddRoute(r Route) error {
 // counters as they are at the call. Changing the copy does not change the
 // host: its rules change only through Exec, Restore or Load (which may
 // load an edited copy). Each call copies the whole ruleset, so read a
-// large one's counters from one copy rather than one call per rule.
+// large one's counters from one copy rather than one call per rule. The
+// copy's rules are new, but their Matches and Target values are the
+// host's: replace them (or use Exec) rather than change them in place.
 func (h *Host) Ruleset(f Family) *Ruleset { return h.rules[famIdx(f)].Clone() }
 
 func famIdx(f Family) int {

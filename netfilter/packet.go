@@ -161,10 +161,6 @@ func hasPorts(proto uint8) bool {
 	return false
 }
 
-// TTL64 is the TTL (hop limit) the constructors give a packet: Linux's
-// default (net.ipv4.ip_default_ttl, net.ipv6.conf.*.hop_limit).
-const TTL64 = 64
-
 // TCP returns a TCP segment from src to dst with the given flags and no
 // payload: its Family is the addresses', its TTL 64 and its Length the IP
 // and TCP headers (40 bytes for IPv4, 60 for IPv6). Add a payload's size
@@ -205,7 +201,7 @@ func newPacket(proto uint8, src, dst netip.Addr, l4 int) Packet {
 	if f == IPv6 {
 		ip = 40
 	}
-	return Packet{Family: f, Proto: proto, Src: src, Dst: dst, TTL: TTL64, Length: ip + l4}
+	return Packet{Family: f, Proto: proto, Src: src, Dst: dst, TTL: defaultTTL, Length: ip + l4}
 }
 
 // addrFamily is the family of a packet carrying address a: a 16-byte
