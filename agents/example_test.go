@@ -34,9 +34,9 @@ func ExampleInstallIPMasqAgent() {
 		panic(err)
 	}
 	for _, dst := range []string{"10.20.0.5", "1.1.1.1"} {
-		r := h.Receive("eth0", netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP,
-			Src: netip.MustParseAddr("10.13.76.17"), Dst: netip.MustParseAddr(dst), SrcPort: 40000, DstPort: 443,
-			TCPFlags: netfilter.SYN, TTL: 64, Length: 60})
+		syn := netfilter.TCP(netip.MustParseAddrPort("10.13.76.17:40000"),
+			netip.AddrPortFrom(netip.MustParseAddr(dst), 443), netfilter.SYN)
+		r := h.Receive("eth0", syn)
 		fmt.Println(dst, "sees", r.Packet.Src)
 	}
 	// Output:

@@ -40,9 +40,11 @@ endpoints:
 	if err := kubeproxy.Install(h, doc); err != nil {
 		panic(err)
 	}
-	outs, _ := h.Explain("eth0", netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP,
-		Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("10.96.0.10"),
-		SrcPort: 40000, DstPort: 80, TCPFlags: netfilter.SYN, TTL: 64, Length: 40})
+	outs, err := h.Explain("eth0", netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"),
+		netip.MustParseAddrPort("10.96.0.10:80"), netfilter.SYN))
+	if err != nil {
+		panic(err)
+	}
 	for _, o := range outs {
 		fmt.Println(o.Result.Packet.Dst, o.Probability)
 	}

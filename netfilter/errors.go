@@ -30,7 +30,33 @@ var (
 	ErrUnsupported      = errors.New("not modelled by packetwalk")
 	ErrMultipleFlags    = errors.New("option given more than once")
 	ErrIncompatibleOpts = errors.New("incompatible options")
+	// ErrUnknownInterface: a packet given to the host on an interface
+	// it does not have (see Host.AddInterface; lo always exists).
+	ErrUnknownInterface = errors.New("unknown interface")
+	// ErrBadPacket: a packet whose fields contradict each other, such
+	// as an IPv6 Family with IPv4 addresses or ports on ICMP.
+	ErrBadPacket = errors.New("bad packet")
 )
+
+// PacketError reports a packet the host refused before any hook: the
+// Packet field at fault ("In" for the receiving interface) and why. It
+// wraps ErrUnknownInterface or ErrBadPacket.
+type PacketError struct {
+	Field string
+	Text  string
+	Err   error
+}
+
+func (e *PacketError) Error() string {
+	return "packet refused: " + e.Field + ": " + e.Text
+}
+
+// Unwrap returns the underlying error.
+func (e *PacketError) Unwrap() error { return e.Err }
+
+func badPacket(field, text string) error {
+	return &PacketError{Field: field, Text: text, Err: ErrBadPacket}
+}
 
 // ParseError reports a problem in iptables-restore input or in an iptables
 // command line. Line is 1-based and 0 for a single command; Token is the

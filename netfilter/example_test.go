@@ -1,6 +1,7 @@
 package netfilter_test
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -22,21 +23,25 @@ func Example() {
 	if err := h.Load(rs); err != nil {
 		panic(err)
 	}
-	res := h.Receive("eth0", netfilter.Packet{Proto: netfilter.ProtoTCP,
-		Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("192.168.10.1"),
-		SrcPort: 40000, DstPort: 80, TCPFlags: netfilter.SYN, TTL: 64, Length: 60})
+	syn := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:80"), netfilter.SYN)
+	res := h.Receive("eth0", syn)
+	if res.Err != nil {
+		panic(res.Err)
+	}
 	fmt.Println(res.Verdict, res.Disposition, res.Where.Chain, res.Where.Rule)
-	fmt.Print(rs)
+	fmt.Println(res.Where.Action, res.Where.Text)
+	fmt.Printf("%s", h.Ruleset(netfilter.IPv4).AppendSave(nil, netfilter.SaveOptions{Counters: true}))
 	// Output:
 	// DROP dropped WEB 2
+	// DROP -A WEB -j DROP
 	// *filter
 	// :INPUT ACCEPT [0:0]
 	// :FORWARD ACCEPT [0:0]
 	// :OUTPUT ACCEPT [0:0]
 	// :WEB - [0:0]
-	// -A INPUT -p tcp -m tcp --dport 80 -j WEB
-	// -A WEB -s 10.0.0.0/8 -j ACCEPT
-	// -A WEB -j DROP
+	// [1:40] -A INPUT -p tcp -m tcp --dport 80 -j WEB
+	// [0:0] -A WEB -s 10.0.0.0/8 -j ACCEPT
+	// [1:40] -A WEB -j DROP
 	// COMMIT
 }
 
@@ -53,17 +58,77 @@ func ExampleHost_ReceiveTo() {
 	if err := h.Load(rs); err != nil {
 		panic(err)
 	}
-	p := netfilter.Packet{Proto: netfilter.ProtoTCP,
-		Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("192.168.10.1"),
-		SrcPort: 40000, TCPFlags: netfilter.SYN, TTL: 64, Length: 60}
+	p := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:0"), netfilter.SYN)
 	var res netfilter.Result
 	for _, port := range []uint16{21, 22, 23} {
 		p.DstPort = port
 		h.ReceiveTo(&res, "eth0", &p)
-		fmt.Println(port, res.Disposition)
+		fmt.Println(port, res.Disposition, res.Where.Action)
 	}
 	// Output:
-	// 21 delivered
-	// 22 dropped
-	// 23 delivered
+	// 21 delivered POLICY:ACCEPT
+	// 22 dropped DROP
+	// 23 delivered POLICY:ACCEPT
+}
+
+// A packet the host cannot walk as given is refused, not walked one way
+// or another: Result.Err says why, and errors.Is and errors.As inspect it.
+func ExampleHost_Receive_refused() {
+	h := netfilter.NewHost(netfilter.HostConfig{})
+	if err := h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")); err != nil {
+		panic(err)
+	}
+	syn := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:80"), netfilter.SYN)
+	res := h.Receive("eht0", syn)
+	fmt.Println(res.Verdict, res.Disposition, errors.Is(res.Err, netfilter.ErrUnknownInterface))
+	fmt.Println(res.Err)
+
+	syn.Family = netfilter.IPv6
+	res = h.Receive("eth0", syn)
+	var pe *netfilter.PacketError
+	if errors.As(res.Err, &pe) {
+		fmt.Println(errors.Is(res.Err, netfilter.ErrBadPacket), pe.Field)
+	}
+	// Output:
+	// REFUSED refused true
+	// packet refused: In: unknown interface "eht0" (the host has lo, eth0; add it with AddInterface)
+	// true Family
+}
+
+// TCP, UDP and ICMP build packets as a Linux socket sends them: the family
+// from the addresses, TTL 64 and the headers' length. A zero Packet's TTL
+// 0 would be dropped as "TTL exceeded" when forwarded.
+func ExampleTCP() {
+	p := netfilter.TCP(netip.MustParseAddrPort("[fd00::2]:40000"), netip.MustParseAddrPort("[fd00::1]:443"), netfilter.SYN)
+	p.Length += 32 // a payload, or options
+	fmt.Println(p.Family, p.TTL, p.Length, p.TCPFlags)
+	ping := netfilter.ICMP(netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.1"), 8, 0)
+	ping.ICMPID = 7
+	fmt.Println(ping.Family, ping.Proto, ping.Length)
+	// Output:
+	// ipv6 64 92 SYN
+	// ipv4 1 28
+}
+
+// Ruleset returns a copy: reading counters from it is safe, and editing it
+// changes the host only once the copy is loaded.
+func ExampleHost_Ruleset() {
+	h := netfilter.NewHost(netfilter.HostConfig{})
+	if err := h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")); err != nil {
+		panic(err)
+	}
+	if err := h.Exec("iptables -A INPUT -p tcp --dport 22 -j DROP"); err != nil {
+		panic(err)
+	}
+	ssh := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:22"), netfilter.SYN)
+	rs := h.Ruleset(netfilter.IPv4)
+	rs.MustExec("-F INPUT")
+	fmt.Println(h.Receive("eth0", ssh).Disposition)
+	if err := h.Load(rs); err != nil {
+		panic(err)
+	}
+	fmt.Println(h.Receive("eth0", ssh).Disposition)
+	// Output:
+	// dropped
+	// delivered
 }

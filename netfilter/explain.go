@@ -37,7 +37,18 @@ const maxExplainPaths = 1 << 16
 // Result.Trace lists the matched rules and policies of one of its paths,
 // without the packet snapshots (Step.Packet is nil) and the ENTER steps
 // of Host.Tracing.
+//
+// A packet Receive or Send would refuse returns its *PacketError.
 func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
+	var err error
+	if iface == "" {
+		err = p.check(true)
+	} else {
+		err = h.admit(&p, iface)
+	}
+	if err != nil {
+		return nil, err
+	}
 	saved := h.Tracing
 	o := &explainOracle{h: h, resumable: !h.referenceEval(), arena: newProbArena(), resume: -1}
 	h.Tracing, h.explaining, h.oracle = true, true, o

@@ -58,7 +58,13 @@ func NewFrameHost(h *Host) *FrameHost {
 // queue inconsistent), and the fragment that completes its packet walks
 // the whole packet. Queues expire silently after 30 seconds of the
 // host's clock.
+//
+// An iface the host does not have returns a *PacketError wrapping
+// ErrUnknownInterface, before the frame is decoded.
 func (f *FrameHost) ReceiveFrame(iface string, frame []byte) (FrameResult, error) {
+	if !f.Host.hasIface(iface) {
+		return FrameResult{}, f.Host.unknownIface(iface)
+	}
 	return f.walk(frame, func(p Packet) Result { return f.Host.Receive(iface, p) }, false, iface)
 }
 
@@ -112,6 +118,9 @@ func (f *FrameHost) decode(frame []byte) (Packet, error) {
 
 func (f *FrameHost) finish(frame []byte, res Result) (FrameResult, error) {
 	fr := FrameResult{Result: res}
+	if res.Err != nil {
+		return fr, res.Err
+	}
 	var err error
 	if res.Disposition == Forwarded || res.Disposition == Sent {
 		if f.Raw {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
@@ -101,6 +102,7 @@ type Host struct {
 	clock  Clock
 	rng    *rand.Rand
 	ifaces []*Interface
+	byName map[string]*Interface
 	routes []Route
 	rules  [2]*Ruleset // IPv4, IPv6
 	progs  [2]*program
@@ -208,7 +210,12 @@ func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
 			return fmt.Errorf("%w: invalid address on interface %q", ErrBadValue, name)
 		}
 	}
-	h.ifaces = append(h.ifaces, &Interface{Name: name, Addrs: slices.Clone(addrs)})
+	i := &Interface{Name: name, Addrs: slices.Clone(addrs)}
+	h.ifaces = append(h.ifaces, i)
+	if h.byName == nil {
+		h.byName = map[string]*Interface{}
+	}
+	h.byName[name] = i
 	h.fib.valid = false
 	for _, a := range addrs {
 		if a.Bits() < a.Addr().BitLen() {
@@ -220,14 +227,28 @@ func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
 
 // Interface returns the interface called name, or nil. It is the host's
 // own: add addresses with AddInterface, not by changing its Addrs, which
-// the host's compiled routing table would not see.
-func (h *Host) Interface(name string) *Interface {
+// the host's compiled routing table would not see, and do not rename it.
+func (h *Host) Interface(name string) *Interface { return h.byName[name] }
+
+// hasIface reports whether a packet may arrive on name: one of the
+// host's interfaces, or the loopback device every host has.
+func (h *Host) hasIface(name string) bool {
+	return name == "lo" || h.byName[name] != nil
+}
+
+// unknownIface is the error for a packet received on name.
+func (h *Host) unknownIface(name string) error {
+	text := "unknown interface " + strconv.Quote(name) + " (the host has lo"
 	for _, i := range h.ifaces {
-		if i.Name == name {
-			return i
+		if i.Name != "lo" {
+			text += ", " + i.Name
 		}
 	}
-	return nil
+	text += "; add it with AddInterface)"
+	if name == "" {
+		text = "no receiving interface (Send sends a local packet)"
+	}
+	return &PacketError{Field: "In", Text: text, Err: ErrUnknownInterface}
 }
 
 // AddRoute adds a route.
@@ -243,10 +264,14 @@ func (h *Host) AddRoute(r Route) error {
 	return nil
 }
 
-// Ruleset returns the host's live ruleset for family f. Packets walk the
-// ruleset as it was compiled by the last Load, Restore or Exec, so changes
-// made to it directly take effect at the next h.Load(h.Ruleset(f)).
-func (h *Host) Ruleset(f Family) *Ruleset { return h.rules[famIdx(f)] }
+// Ruleset returns a copy of the host's ruleset for family f, with the
+// counters as they are at the call. Changing the copy does not change the
+// host: its rules change only through Exec, Restore or Load (which may
+// load an edited copy). Each call copies the whole ruleset, so read a
+// large one's counters from one copy rather than one call per rule. The
+// copy's rules are new, but their Matches and Target values are the
+// host's: replace them (or use Exec) rather than change them in place.
+func (h *Host) Ruleset(f Family) *Ruleset { return h.rules[famIdx(f)].Clone() }
 
 func famIdx(f Family) int {
 	if f == IPv6 {
@@ -255,8 +280,10 @@ func famIdx(f Family) int {
 	return 0
 }
 
-// Load installs rs as the host's ruleset for its family.
-func (h *Host) Load(rs *Ruleset) error { return h.load(rs, [numTables]*validated{}) }
+// Load installs a copy of rs as the host's ruleset for its family: later
+// changes to rs do not reach the host, and the host's packets count in its
+// own copy, which Ruleset returns, not in rs.
+func (h *Host) Load(rs *Ruleset) error { return h.load(rs.Clone(), [numTables]*validated{}) }
 
 // load is Load with the tables in checked already validated.
 func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
@@ -319,5 +346,5 @@ func (h *Host) Exec(line string) error {
 	if err := rs.Exec(line); err != nil {
 		return err
 	}
-	return h.Load(rs)
+	return h.load(rs, [numTables]*validated{})
 }

@@ -259,9 +259,10 @@ func TestStatisticNthSemantics(t *testing.T) {
 	)
 	require.NoError(t, h.Load(rs))
 	want := [][2]uint64{{0, 0}, {1, 0}, {1, 0}, {1, 1}, {2, 1}, {2, 1}, {2, 1}, {3, 1}, {3, 2}}
-	rules := rs.Table(Filter).Chain("INPUT").Rules
 	for k, w := range want {
 		udpTo7(h)
+		// The host counts in its own copy of rs.
+		rules := h.Ruleset(IPv4).Table(Filter).Chain("INPUT").Rules
 		assert.Equal(t, w, [2]uint64{rules[0].Counters.Packets, rules[1].Counters.Packets}, "after packet %d", k)
 	}
 	// A packet that fails an earlier match of the rule does not advance it.

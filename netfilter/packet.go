@@ -160,3 +160,116 @@ func hasPorts(proto uint8) bool {
 	}
 	return false
 }
+
+// TCP returns a TCP segment from src to dst with the given flags and no
+// payload: its Family is the addresses', its TTL 64 and its Length the IP
+// and TCP headers (40 bytes for IPv4, 60 for IPv6). Add a payload's size
+// to Length. For Host.Send, src may have an unset address (the host
+// chooses one) but keeps its port.
+func TCP(src, dst netip.AddrPort, flags TCPFlags) Packet {
+	p := newPacket(ProtoTCP, src.Addr(), dst.Addr(), 20)
+	p.SrcPort, p.DstPort, p.TCPFlags = src.Port(), dst.Port(), flags
+	return p
+}
+
+// UDP returns a UDP datagram from src to dst with no payload, as TCP
+// does: Length is the IP and UDP headers (28 bytes for IPv4, 48 for
+// IPv6).
+func UDP(src, dst netip.AddrPort) Packet {
+	p := newPacket(ProtoUDP, src.Addr(), dst.Addr(), 8)
+	p.SrcPort, p.DstPort = src.Port(), dst.Port()
+	return p
+}
+
+// ICMP returns an ICMP message of the given type and code from src to
+// dst, or an ICMPv6 one when dst is IPv6 (whose type numbers differ:
+// echo request is 8 for ICMP, 128 for ICMPv6). Length is the IP and
+// 8-byte ICMP headers. Set ICMPID for an echo, and Inner for an error.
+func ICMP(src, dst netip.Addr, typ, code uint8) Packet {
+	proto := ProtoICMP
+	if addrFamily(dst) == IPv6 {
+		proto = ProtoICMPv6
+	}
+	p := newPacket(proto, src, dst, 8)
+	p.ICMPType, p.ICMPCode = typ, code
+	return p
+}
+
+func newPacket(proto uint8, src, dst netip.Addr, l4 int) Packet {
+	f := addrFamily(dst)
+	ip := 20
+	if f == IPv6 {
+		ip = 40
+	}
+	return Packet{Family: f, Proto: proto, Src: src, Dst: dst, TTL: defaultTTL, Length: ip + l4}
+}
+
+// addrFamily is the family of a packet carrying address a: a 16-byte
+// address, IPv4-mapped ones included, travels in IPv6.
+func addrFamily(a netip.Addr) Family {
+	if a.Is4() {
+		return IPv4
+	}
+	return IPv6
+}
+
+// check refuses a packet whose fields contradict each other, which the
+// walk would otherwise read one way and a rule another; an unset Family
+// is taken from the destination. local says a local process sends it, so
+// that the host may choose the source address.
+func (p *Packet) check(local bool) error {
+	if !p.Dst.IsValid() {
+		return badPacket("Dst", "no destination address")
+	}
+	f := addrFamily(p.Dst)
+	switch p.Family {
+	case 0:
+		p.Family = f
+	case f:
+	case IPv4, IPv6:
+		return badPacket("Family", p.Family.String()+" with "+f.String()+" destination "+p.Dst.String())
+	default:
+		return badPacket("Family", p.Family.String()+" is neither IPv4 nor IPv6")
+	}
+	switch {
+	case p.Src.IsValid():
+		if addrFamily(p.Src) != f {
+			return badPacket("Src", addrFamily(p.Src).String()+" source "+p.Src.String()+" with "+f.String()+" destination "+p.Dst.String())
+		}
+	case !local:
+		return badPacket("Src", "no source address (only Send chooses one)")
+	}
+	if (p.SrcPort != 0 || p.DstPort != 0) && !hasPorts(p.Proto) {
+		field := "SrcPort"
+		if p.SrcPort == 0 {
+			field = "DstPort"
+		}
+		return badPacket(field, "protocol "+protoLabel(p.Proto)+" has no ports")
+	}
+	if p.TCPFlags != 0 && p.Proto != ProtoTCP {
+		return badPacket("TCPFlags", "protocol "+protoLabel(p.Proto)+" is not tcp")
+	}
+	if (p.ICMPType != 0 || p.ICMPCode != 0 || p.ICMPID != 0) && p.Proto != ProtoICMP && p.Proto != ProtoICMPv6 {
+		return badPacket("ICMPType", "protocol "+protoLabel(p.Proto)+" is not icmp or ipv6-icmp")
+	}
+	// ICMP types differ between the families: an echo request is 8 in
+	// ICMP, 128 in ICMPv6, and the icmp match reads one family's only.
+	switch {
+	case p.Proto == ProtoICMP && f == IPv6:
+		return badPacket("Proto", "icmp in an IPv6 packet (ICMPv6 is ProtoICMPv6)")
+	case p.Proto == ProtoICMPv6 && f == IPv4:
+		return badPacket("Proto", "ipv6-icmp in an IPv4 packet (ICMP is ProtoICMP)")
+	}
+	if p.Length < 0 {
+		return badPacket("Length", "negative")
+	}
+	return nil
+}
+
+// protoLabel names a packet's protocol in a refusal.
+func protoLabel(proto uint8) string {
+	if proto == 0 {
+		return "0 (Proto unset)"
+	}
+	return protoName(proto)
+}

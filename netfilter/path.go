@@ -14,11 +14,16 @@ const (
 	VerdictAccept Verdict = iota
 	VerdictDrop
 	VerdictReject
+	// VerdictRefused: the host refused the packet before any hook (see
+	// Result.Err); netfilter gave it no verdict.
+	VerdictRefused
 )
 
-// String returns "ACCEPT", "DROP" or "REJECT".
+// String returns "ACCEPT", "DROP", "REJECT" or "REFUSED".
 func (v Verdict) String() string {
 	switch v {
+	case VerdictRefused:
+		return "REFUSED"
 	case VerdictDrop:
 		return "DROP"
 	case VerdictReject:
@@ -47,9 +52,12 @@ const (
 	// hook; it crosses the hooks only as part of the reassembled packet
 	// (see FrameHost).
 	Held
+	// Refused: the host refused the packet before any hook, as Result.Err
+	// says: an interface it does not have, or contradictory fields.
+	Refused
 )
 
-var dispositionNames = []string{"delivered", "forwarded", "sent", "dropped", "rejected", "held"}
+var dispositionNames = []string{"delivered", "forwarded", "sent", "dropped", "rejected", "held", "refused"}
 
 // String returns the disposition in lower case ("forwarded").
 func (d Disposition) String() string {
@@ -85,7 +93,10 @@ type Result struct {
 	Verdict     Verdict
 	Disposition Disposition
 	// Where is the deciding place: the rule or policy that dropped or
-	// rejected the packet, or the last one that accepted it.
+	// rejected the packet, or the last one that accepted it, with its
+	// Text and Action (ACCEPT, DROP, REJECT, POLICY:ACCEPT, POLICY:DROP)
+	// whether or not the host traces; Action is ROUTE or CONNTRACK for a
+	// decision outside the rules (see Reason).
 	Where Step
 	// Packet is the packet as it leaves the host (or as it was when it
 	// was dropped); its Out field names the output interface.
@@ -105,20 +116,29 @@ type Result struct {
 	// defragmentation while some rule needs conntrack: a fragment given to
 	// Receive or Send is Held ("fragment held for reassembly ..."), and
 	// FrameHost also reports a fragment that was ignored or broke its queue
-	// (the reason* constants of defrag.go). It is empty otherwise.
+	// (the reason* constants of defrag.go), or Err's text for a refused
+	// packet. It is empty otherwise.
 	Reason string
 	// Conn is the packet's connection after the packet, or nil when the
 	// packet was not tracked (no rule needs conntrack, NOTRACK, INVALID).
 	Conn *conntrack.Entry
+	// Err is why the host refused the packet without walking it, with
+	// Verdict VerdictRefused and Disposition Refused: a *PacketError
+	// wrapping ErrUnknownInterface or ErrBadPacket. It is nil for every
+	// walked packet.
+	Err error
 }
 
 // place is where a packet's fate was decided, kept compact while the
 // packet walks and turned into a Step only for its Result.
 type place struct {
-	r      *crule // the deciding rule or end marker; nil for the others
-	hook   Hook
-	table  TableID
-	action string // for a decision outside the rules (ROUTE, CONNTRACK)
+	r     *crule // the deciding rule or end marker; nil for the others
+	hook  Hook
+	table TableID
+	// action is Step.Action: ACCEPT, DROP, REJECT or POLICY:X for the
+	// rules, ROUTE or CONNTRACK for a decision outside them. A constant:
+	// recording it costs no allocation.
+	action string
 }
 
 // writeStep writes w into s field by field: a Step built whole and then
@@ -128,13 +148,15 @@ func (w *place) writeStep(s *Step) {
 	if w.r != nil {
 		s.Chain = w.r.chain.Name
 		if !w.r.end {
-			s.Rule = int(w.r.num)
+			// The rule's text is formatted once per compiled rule and
+			// kept, so a decided packet costs no allocation.
+			s.Rule, s.Text = int(w.r.num), w.r.traceText()
 		}
 	}
 }
 
-func (h *Host) decide(c *evalCtx, r *crule) {
-	h.where = place{r: r, hook: c.hook, table: c.table}
+func (h *Host) decide(c *evalCtx, r *crule, action string) {
+	h.where = place{r: r, hook: c.hook, table: c.table, action: action}
 }
 
 func (h *Host) traceStep(c *evalCtx, r *crule, action string) {
@@ -440,6 +462,13 @@ func innerTuple(in *InnerHeader) conntrack.Tuple {
 
 // Receive sends a packet that arrived on interface iface through
 // PREROUTING, the routing decision, and INPUT or FORWARD and POSTROUTING.
+// The packet's In and Out are set by the walk. A packet the host cannot
+// walk is refused (Result.Err, Disposition Refused): iface is not one of
+// the host's interfaces (lo always is), the source or destination is
+// unset, the addresses are of different families or contradict Family
+// (an unset Family is taken from them), or fields belong to another
+// protocol (ports on ICMP, TCPFlags on UDP). TCP, UDP and ICMP build
+// packets with sane defaults.
 func (h *Host) Receive(iface string, p Packet) Result {
 	res := &h.res
 	res.Emitted = nil // the caller keeps the returned slice
@@ -449,7 +478,8 @@ func (h *Host) Receive(iface string, p Packet) Result {
 
 // Send sends a packet from a local process: routing, OUTPUT, rerouting and
 // POSTROUTING. An unset source address is chosen like the kernel does, from
-// the output interface.
+// the output interface. A packet with contradictory fields is refused as
+// Receive describes.
 func (h *Host) Send(p Packet) Result {
 	res := &h.res
 	res.Emitted = nil
@@ -475,8 +505,9 @@ func (h *Host) SendTo(res *Result, p *Packet) { h.send(res, p) }
 func (h *Host) receive(res *Result, iface string, p *Packet) {
 	res.Packet = *p
 	res.Packet.In, res.Packet.Out = iface, ""
-	if res.Packet.Family == 0 {
-		res.Packet.Family = familyOf(res.Packet.Dst)
+	if err := h.admit(&res.Packet, iface); err != nil {
+		refuse(res, err)
+		return
 	}
 	h.walk(res, false)
 }
@@ -484,17 +515,25 @@ func (h *Host) receive(res *Result, iface string, p *Packet) {
 func (h *Host) send(res *Result, p *Packet) {
 	res.Packet = *p
 	res.Packet.In = ""
-	if res.Packet.Family == 0 {
-		res.Packet.Family = familyOf(res.Packet.Dst)
+	if err := res.Packet.check(true); err != nil {
+		refuse(res, err)
+		return
 	}
 	h.walk(res, true)
 }
 
-func familyOf(a netip.Addr) Family {
-	if a.Is4() || a.Is4In6() {
-		return IPv4
+// admit checks a received packet: its interface and its fields.
+func (h *Host) admit(p *Packet, iface string) error {
+	if !h.hasIface(iface) {
+		return h.unknownIface(iface)
 	}
-	return IPv6
+	return p.check(false)
+}
+
+// refuse writes the result of a packet the host refused to walk.
+func refuse(res *Result, err error) {
+	res.Verdict, res.Disposition, res.Reason, res.Err = VerdictRefused, Refused, err.Error(), err
+	res.Where, res.Emitted, res.Trace, res.Conn = Step{}, nil, nil, nil
 }
 
 // walk sends res.Packet through the host and writes what happened into
@@ -503,7 +542,7 @@ func (h *Host) walk(res *Result, local bool) {
 	h.trace = h.trace[:0]
 	h.where = place{}
 	h.cur, h.notrack, h.loopback, h.attached = conntrack.Info{}, false, false, false
-	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace = VerdictAccept, 0, "", nil, nil
+	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, "", nil, nil, nil
 	res.Emitted = res.Emitted[:0]
 	p := &res.Packet
 	if p.FragOffset != 0 && h.defragging(p.Family) {

@@ -97,17 +97,32 @@ func newTable(id TableID) *Table {
 
 func (t *Table) clone() *Table {
 	c := &Table{id: t.id, chains: make(map[string]*Chain, len(t.chains))}
-	for n, ch := range t.chains {
-		cc := *ch
-		cc.Rules = make([]*Rule, len(ch.Rules))
-		for i, r := range ch.Rules {
-			rr := *r
-			rr.Matches = slices.Clone(r.Matches)
-			cc.Rules[i] = &rr
+	// The listing order is kept, as the chains' copies, so that a copy
+	// of a large table does not sort its chains again.
+	if t.order != nil && len(t.order) == len(t.chains) {
+		c.order = make([]*Chain, 0, len(t.order))
+		for _, ch := range t.order {
+			c.order = append(c.order, c.cloneChain(ch))
 		}
-		c.chains[n] = &cc
+		return c
+	}
+	for _, ch := range t.chains {
+		c.cloneChain(ch)
 	}
 	return c
+}
+
+// cloneChain adds a copy of ch to c and returns it.
+func (c *Table) cloneChain(ch *Chain) *Chain {
+	cc := *ch
+	cc.Rules = make([]*Rule, len(ch.Rules))
+	for i, r := range ch.Rules {
+		rr := *r
+		rr.Matches = slices.Clone(r.Matches)
+		cc.Rules[i] = &rr
+	}
+	c.chains[ch.Name] = &cc
+	return &cc
 }
 
 // ID returns which table this is.

@@ -47,7 +47,7 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 		}
 		if !r.matchIP(p) || (len(r.matches) > 0 && !h.runMatches(r, c)) {
 			if c.hotdrop {
-				h.decide(c, r)
+				h.decide(c, r, "DROP")
 				return vDrop
 			}
 			pc++
@@ -71,15 +71,15 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 			pc++
 		case vAccept:
 			h.traceStep(c, r, "ACCEPT")
-			h.decide(c, r)
+			h.decide(c, r, "ACCEPT")
 			return vAccept
 		case vDrop:
+			action := "DROP"
 			if c.rejected {
-				h.traceStep(c, r, "REJECT")
-			} else {
-				h.traceStep(c, r, "DROP")
+				action = "REJECT"
 			}
-			h.decide(c, r)
+			h.traceStep(c, r, action)
+			h.decide(c, r, action)
 			return vDrop
 		case vReturn:
 			h.traceStep(c, r, "RETURN")
@@ -115,7 +115,7 @@ func (h *Host) policy(t *ctable, hk Hook, id TableID, length int) verdict {
 		base.chain.Counters.Packets++
 		base.chain.Counters.Bytes += uint64(length)
 	}
-	h.where = place{r: base, hook: hk, table: id}
+	h.where = place{r: base, hook: hk, table: id, action: policyAction(base.policy)}
 	if base.policy == PolicyDrop {
 		return vDrop
 	}

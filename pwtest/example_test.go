@@ -30,9 +30,8 @@ func Example() {
 		panic(err)
 	}
 	newConn := func(i int) netfilter.Packet {
-		return netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP,
-			Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("10.96.0.10"),
-			SrcPort: uint16(1024 + i), DstPort: 80, TCPFlags: netfilter.SYN, TTL: 64, Length: 60}
+		return netfilter.TCP(netip.AddrPortFrom(netip.MustParseAddr("192.168.10.2"), uint16(1024+i)),
+			netip.MustParseAddrPort("10.96.0.10:80"), netfilter.SYN)
 	}
 	outs, err := h.Explain("eth0", newConn(0))
 	if err != nil {
@@ -49,7 +48,10 @@ func Example() {
 	}
 	fmt.Println("exact:", pwtest.AssertExact(t, outs, pwtest.ByDestination, want))
 
-	counts := pwtest.Sample(h, "eth0", 10_000, newConn, pwtest.ByDestination)
+	counts, err := pwtest.Sample(h, "eth0", 10_000, newConn, pwtest.ByDestination)
+	if err != nil {
+		panic(err)
+	}
 	stat, p, df := pwtest.ChiSquare(counts, outs, pwtest.ByDestination)
 	fmt.Printf("chi-square %.2f, %d degrees of freedom, p-value above 1e-3: %v\n", stat, df, p > 1e-3)
 	// Output:
@@ -86,9 +88,9 @@ func ExampleServices() {
 		if err := kubeproxy.Install(h, doc); err != nil {
 			panic(err)
 		}
-		outs, err := h.Explain("eth0", netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP,
-			Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr(svc.Spec.ClusterIP),
-			SrcPort: 40000, DstPort: uint16(svc.Spec.Ports[0].Port), TCPFlags: netfilter.SYN, TTL: 64, Length: 60})
+		syn := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"),
+			netip.AddrPortFrom(netip.MustParseAddr(svc.Spec.ClusterIP), uint16(svc.Spec.Ports[0].Port)), netfilter.SYN)
+		outs, err := h.Explain("eth0", syn)
 		if err != nil {
 			panic(err)
 		}

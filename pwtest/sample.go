@@ -1,6 +1,7 @@
 package pwtest
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/packetwalk/packetwalk/internal/probability"
@@ -13,7 +14,9 @@ import (
 // counters, connections, nth counters, recent lists and the seeded random
 // source all advance, so the same seed and packets give the same counts.
 // For new connections, packet should vary the source port (or address).
-func Sample[K comparable](h *netfilter.Host, iface string, n int, packet func(i int) netfilter.Packet, key func(netfilter.Result) K) map[K]int {
+// A packet the host refuses (Result.Err: an unknown iface, contradictory
+// fields) stops the sampling with its error and the counts so far.
+func Sample[K comparable](h *netfilter.Host, iface string, n int, packet func(i int) netfilter.Packet, key func(netfilter.Result) K) (map[K]int, error) {
 	counts := map[K]int{}
 	for i := range n {
 		var r netfilter.Result
@@ -22,9 +25,12 @@ func Sample[K comparable](h *netfilter.Host, iface string, n int, packet func(i 
 		} else {
 			r = h.Receive(iface, packet(i))
 		}
+		if r.Err != nil {
+			return counts, fmt.Errorf("pwtest: packet %d: %w", i, r.Err)
+		}
 		counts[key(r)]++
 	}
-	return counts
+	return counts, nil
 }
 
 // ChiSquare runs Pearson's goodness-of-fit test of observed counts against

@@ -21,7 +21,8 @@ func TestSampleChiSquareFiveEndpoints(t *testing.T) {
 	outs, err := h.Explain("eth0", client(0))
 	require.NoError(t, err)
 
-	counts := pwtest.Sample(h, "eth0", n, client, pwtest.ByDestination)
+	counts, err := pwtest.Sample(h, "eth0", n, client, pwtest.ByDestination)
+	require.NoError(t, err)
 	total := 0
 	for ep, c := range counts {
 		assert.Contains(t, webEndpoints(5), ep)
@@ -33,9 +34,11 @@ func TestSampleChiSquareFiveEndpoints(t *testing.T) {
 	assert.Equal(t, 4, df)
 	assert.Greater(t, p, 1e-3)
 
-	again := pwtest.Sample(webNode(t, 42, 5), "eth0", n, client, pwtest.ByDestination)
+	again, err := pwtest.Sample(webNode(t, 42, 5), "eth0", n, client, pwtest.ByDestination)
+	require.NoError(t, err)
 	assert.Equal(t, counts, again)
-	other := pwtest.Sample(webNode(t, 43, 5), "eth0", n, client, pwtest.ByDestination)
+	other, err := pwtest.Sample(webNode(t, 43, 5), "eth0", n, client, pwtest.ByDestination)
+	require.NoError(t, err)
 	assert.NotEqual(t, counts, other)
 }
 
@@ -46,7 +49,8 @@ func TestSampleConnectionsStick(t *testing.T) {
 	h := webNode(t, 7, 5)
 	outs, err := h.Explain("eth0", client(0))
 	require.NoError(t, err)
-	counts := pwtest.Sample(h, "eth0", 200, func(int) netfilter.Packet { return client(0) }, pwtest.ByDestination)
+	counts, err := pwtest.Sample(h, "eth0", 200, func(int) netfilter.Packet { return client(0) }, pwtest.ByDestination)
+	require.NoError(t, err)
 	require.Len(t, counts, 1)
 	stat, p, df := pwtest.ChiSquare(counts, outs, pwtest.ByDestination)
 	assert.Equal(t, 4, df)
@@ -88,4 +92,14 @@ func TestChiSquareEdges(t *testing.T) {
 	stat, p, df := pwtest.ChiSquare(map[string]int{"forwarded": 9}, outs, pwtest.ByFate)
 	assert.Equal(t, []float64{0, 1}, []float64{stat, p})
 	assert.Equal(t, 0, df)
+}
+
+// A refused packet stops Sample with its error rather than being counted
+// under some key.
+func TestSampleStopsAtARefusedPacket(t *testing.T) {
+	h := webNode(t, 7, 5)
+	counts, err := pwtest.Sample(h, "eht0", 10, client, pwtest.ByDestination)
+	require.ErrorIs(t, err, netfilter.ErrUnknownInterface)
+	assert.Empty(t, counts)
+	assert.Contains(t, err.Error(), "pwtest: packet 0: ")
 }

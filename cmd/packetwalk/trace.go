@@ -156,6 +156,10 @@ func runPackets(nd *node, specs []packetSpec) ([]outcome, error) {
 		} else {
 			res = nd.host.Send(p)
 		}
+		if res.Err != nil {
+			// The spec checks should have refused it already.
+			return nil, fmt.Errorf("%s: %w", s.origin, res.Err)
+		}
 		outs = append(outs, outcome{n: n, spec: *s, in: in, input: p, res: res, ct: conntrackText(nd.host, p, res)})
 	}
 	return outs, nil
