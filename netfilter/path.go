@@ -256,7 +256,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 		// The context is reset field by field: it is large, and most of
 		// it (ct, natReq) is only read once set.
 		c.pkt, c.hook, c.table, c.rule, c.matchIdx = p, hk, id, nil, 0
-		c.hotdrop, c.rejected, c.reject, c.notrack, c.ctReady, c.nat = false, false, 0, false, false, nil
+		c.hotdrop, c.rejected, c.reject, c.notrack, c.tmpl, c.ctReady, c.nat = false, false, 0, false, false, false, nil
 		if h.Tracing && !h.explaining {
 			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: "ENTER", Packet: p.clone()})
 		}
@@ -342,7 +342,15 @@ func (h *Host) martian(p *Packet) string {
 
 // fillCT describes the packet's connection for the conntrack matches.
 func (h *Host) fillCT(c *evalCtx) {
-	c.ct, c.ctReady = ctInfo{untracked: h.notrack}, true
+	c.ct, c.ctReady = ctInfo{untracked: h.notrack || c.notrack}, true
+	if c.tmpl {
+		// The template of CT --zone/--ctevents: a connection in the
+		// original direction, NEW, with the confirmed bit set so that it is
+		// never inserted, and the mark CONNMARK gave it.
+		c.ct.tracked, c.ct.tmpl, c.ct.state = true, true, CTNew
+		c.ct.status, c.ct.mark = CTStatus(conntrack.StatusConfirmed), c.tmplMark
+		return
+	}
 	e := h.cur.Entry
 	if e == nil {
 		return
@@ -370,6 +378,11 @@ func (h *Host) fillCT(c *evalCtx) {
 
 // setCTMark sets the mark of the packet's connection (CONNMARK).
 func (c *evalCtx) setCTMark(v uint32) {
+	if c.tmpl {
+		c.conn()
+		c.tmplMark, c.ct.mark = v, v
+		return
+	}
 	if e := c.host.cur.Entry; e != nil {
 		c.conn() // the mark read so far, before it changes
 		if !c.host.explaining || !e.Confirmed() {
