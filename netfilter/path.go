@@ -91,7 +91,9 @@ type Result struct {
 	// was dropped); its Out field names the output interface.
 	Packet Packet
 	// Emitted holds packets netfilter itself generated, such as REJECT's
-	// TCP reset or ICMP error.
+	// TCP reset or ICMP error, as they left the host (Out set). A reply to
+	// a packet the host sent itself is delivered back to it through lo:
+	// In is "lo" and Out empty.
 	Emitted []Packet
 	// Trace is every step, when the host's Tracing is on.
 	Trace []Step
@@ -625,9 +627,11 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 // sendEmitted sends a packet netfilter generated (a REJECT reply) out the
 // way the kernel does (nf_send_reset, icmp_send): through OUTPUT and
 // POSTROUTING, attached to the offending packet's connection as RELATED
-// (nf_ct_attach), so it is counted there and NATed as a reply. It returns
-// the packet as it leaves, or false when a rule dropped it or no route
-// leads back. The offending packet's walk state is kept.
+// (nf_ct_attach), so it is counted there and NATed as a reply; one to a
+// local address then crosses PREROUTING and INPUT on lo. It returns the
+// packet as it leaves (or, back through lo, as it is delivered), or false
+// when a rule dropped it or no route leads back. The offending packet's
+// walk state is kept.
 func (h *Host) sendEmitted(r Packet) (Packet, bool) {
 	saved := struct {
 		cur                         conntrack.Info
@@ -666,6 +670,16 @@ func (h *Host) sendEmitted(r Packet) (Packet, bool) {
 	}
 	if !h.runHook(Postrouting, &r, &res) {
 		return Packet{}, false
+	}
+	if out.Type == RouteLocal {
+		// The reply to a packet the host sent itself comes back in
+		// through lo, keeping its connection, as any local packet to a
+		// local address does (docs/kernel-notes.md).
+		r.In, r.Out = "lo", ""
+		h.loopback = true
+		if !h.runHook(Prerouting, &r, &res) || !h.runHook(Input, &r, &res) {
+			return Packet{}, false
+		}
 	}
 	return r, true
 }
