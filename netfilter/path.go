@@ -645,6 +645,10 @@ func (h *Host) sendEmitted(r Packet) (Packet, bool) {
 		// inherit nftrace); neither does the walk.
 		h.trace = h.trace[:saved.trace]
 	}()
+	// The reply is a new local packet, even when the packet it answers
+	// came in through lo: without a connection to attach to, conntrack
+	// looks it up in OUTPUT.
+	h.loopback = false
 	if h.cur.Entry != nil {
 		dir := conntrack.Reply
 		if h.cur.Dir == conntrack.Reply {

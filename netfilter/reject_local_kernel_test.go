@@ -17,7 +17,9 @@ import (
 // address the reply comes from), and REJECTs in filter OUTPUT the TCP
 // packet the node sends to port 80. Variant "dnat" first DNATs port 81 of
 // 10.244.1.99 (fd00:244::99) to the server's port 80 in nat OUTPUT;
-// "notrack" untracks the offending packet in raw OUTPUT.
+// "notrack" untracks the offending packet in raw OUTPUT (for every
+// packet in "input-notrack"); "input" and "input-notrack" REJECT in filter
+// INPUT instead of OUTPUT (a packet the node sent to itself).
 func localRejectRules(f Family, with, variant string) string {
 	icmp := "-p icmp -m icmp --icmp-type 3"
 	srcs := []string{"10.244.1.5/32", "192.168.10.1/32", "127.0.0.1/32", "10.244.1.99/32"}
@@ -52,12 +54,18 @@ func localRejectRules(f Family, with, variant string) string {
 			fmt.Fprintf(&b, "-A OUTPUT -p tcp -m tcp --dport 81 -j DNAT --to-destination %s\n", dnat)
 		case t.table == "raw" && variant == "notrack":
 			b.WriteString("-A OUTPUT -p tcp -m tcp --dport 80 -j CT --notrack\n")
+		case t.table == "raw" && variant == "input-notrack":
+			b.WriteString("-A OUTPUT -j CT --notrack\n")
 		}
 		if t.table == "filter" {
 			for _, a := range srcs {
 				fmt.Fprintf(&b, "-A INPUT -s %s\n", a)
 			}
-			fmt.Fprintf(&b, "-A OUTPUT -p tcp -m tcp --dport 80 -j REJECT --reject-with %s\n", with)
+			chain := "OUTPUT"
+			if strings.HasPrefix(variant, "input") {
+				chain = "INPUT"
+			}
+			fmt.Fprintf(&b, "-A %s -p tcp -m tcp --dport 80 -j REJECT --reject-with %s\n", chain, with)
 		}
 		b.WriteString("COMMIT\n")
 	}
@@ -75,17 +83,18 @@ func TestLocalRejectKernel(t *testing.T) {
 	cfg := lab.Config()
 	for _, v6 := range []bool{false, true} {
 		fam, with := IPv4, []string{"tcp-reset", "icmp-port-unreachable"}
-		src, dsts := cfg.NodeEth0.Addr(), []netip.Addr{cfg.Server[0].Addr(), netip.MustParseAddr("127.0.0.1")}
+		src, dsts := cfg.NodeEth0.Addr(), []netip.Addr{cfg.Server[0].Addr(), netip.MustParseAddr("127.0.0.1"), cfg.NodeEth0.Addr()}
 		if v6 {
 			fam, with = IPv6, []string{"tcp-reset", "icmp6-port-unreachable"}
-			src, dsts = cfg.NodeEth0v6.Addr(), []netip.Addr{cfg.Server6[0].Addr(), netip.IPv6Loopback()}
+			src, dsts = cfg.NodeEth0v6.Addr(), []netip.Addr{cfg.Server6[0].Addr(), netip.IPv6Loopback(), cfg.NodeEth0v6.Addr()}
 		}
 		for _, w := range with {
 			for _, dst := range dsts {
-				for _, variant := range []string{"", "dnat", "notrack"} {
-					if variant != "" && dst.IsLoopback() {
-						continue
-					}
+				variants := []string{"", "dnat", "notrack"}
+				if dst.IsLoopback() || dst == src {
+					variants = []string{"", "input", "input-notrack"}
+				}
+				for _, variant := range variants {
 					t.Run(fmt.Sprintf("%s/%s/%s/%s", fam, w, dst, variant), func(t *testing.T) {
 						src, dst, dport := src, dst, uint16(80)
 						if dst.IsLoopback() {
@@ -139,5 +148,63 @@ func TestLocalRejectKernel(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestLocalRejectInvalidLoopedKernel: the node opens a TCP connection to
+// itself (the SYN is dropped in raw PREROUTING once confirmed in
+// POSTROUTING, so the stack does not answer it), then sends a SYN|FIN on
+// the same tuple, which is INVALID and REJECTed with an ICMP error in
+// filter INPUT. The error, attached to no connection, is looked up in
+// OUTPUT and found RELATED to the connection.
+func TestLocalRejectInvalidLoopedKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-lrinv"})
+	cfg := lab.Config()
+	for _, v6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) {
+			fam, lo := IPv4, netip.MustParseAddr("127.0.0.1")
+			if v6 {
+				fam, lo = IPv6, netip.IPv6Loopback()
+			}
+			rules := invalidLoopRules(fam)
+			rs := kerneltest.Ruleset{IPv4: rules}
+			if v6 {
+				rs = kerneltest.Ruleset{IPv6: rules}
+			}
+			require.NoError(t, lab.ResetRuleset(rs))
+			h := NewHost(HostConfig{})
+			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
+			require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
+			var last Result
+			for _, flags := range []string{"SYN", "SYN,FIN"} {
+				spec := kerneltest.FrameSpec{Proto: "tcp", Src: lo, Dst: lo, SrcPort: 40000, DstPort: 80, TCPFlags: flags, Seq: 1}
+				pkt, err := kerneltest.BuildPacket(spec)
+				require.NoError(t, err)
+				_ = lab.SendFromNode(pkt) // the REJECTed one fails with EPERM
+				_, err = lab.Settle()
+				require.NoError(t, err)
+				p := Packet{Proto: ProtoTCP, Src: lo, Dst: lo, SrcPort: 40000, DstPort: 80, TCPFlags: SYN, Seq: 1, TTL: 64, Length: 40}
+				if flags != "SYN" {
+					p.TCPFlags |= FIN
+				}
+				if v6 {
+					p.Length = 60
+				}
+				last = h.Send(p)
+			}
+			kc, err := lab.Counters()
+			if v6 {
+				kc, err = lab.Counters6()
+			}
+			require.NoError(t, err)
+			ct, err := lab.Conntrack()
+			require.NoError(t, err)
+			t.Logf("kernel: %s\nconntrack %q", strings.Join(kc.NonZero(), ", "), ct)
+			t.Logf("packetwalk: %s %s, emitted %d", last.Disposition, last.Verdict, len(last.Emitted))
+			assert.Equal(t, Rejected, last.Disposition)
+			assertSameCounters(t, h, fam, kc)
+			assert.Equal(t, len(ct), h.Conntrack().Len(), "conntrack entries")
+		})
 	}
 }

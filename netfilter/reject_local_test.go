@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -85,5 +86,66 @@ COMMIT
 			assert.Equal(t, want, ruleHits(t, h, IPv4, Filter, "INPUT"))
 			assert.Zero(t, h.Conntrack().Len())
 		})
+	}
+}
+
+// invalidLoopRules drops the node's SYN to itself in raw PREROUTING (after
+// POSTROUTING confirmed its connection, so the stack does not answer),
+// REJECTs an INVALID TCP packet in filter INPUT with an ICMP error, and
+// counts the error's conntrack state where it goes.
+func invalidLoopRules(f Family) string {
+	icmp, with := "icmp", "icmp-port-unreachable"
+	if f == IPv6 {
+		icmp, with = "ipv6-icmp", "icmp6-port-unreachable"
+	}
+	return fmt.Sprintf(`*raw
+:PREROUTING ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A PREROUTING -p tcp -m tcp --tcp-flags SYN,FIN SYN -j DROP
+-A PREROUTING -p %[1]s -m conntrack --ctstate RELATED
+-A PREROUTING -p %[1]s -m conntrack --ctstate INVALID
+COMMIT
+*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -p %[1]s -m conntrack --ctstate RELATED
+-A INPUT -p %[1]s -m conntrack --ctstate INVALID
+-A INPUT -p tcp -m conntrack --ctstate INVALID -j REJECT --reject-with %[2]s
+-A OUTPUT -p %[1]s -m conntrack --ctstate RELATED
+-A OUTPUT -p %[1]s -m conntrack --ctstate INVALID
+-A OUTPUT -p tcp -m conntrack --ctstate INVALID
+COMMIT
+`, icmp, with)
+}
+
+// TestRejectOfInvalidLoopedPacketIsTracked pins what
+// TestLocalRejectInvalidLoopedKernel recorded: the ICMP error answering an
+// INVALID packet the host sent itself (a SYN|FIN on the tuple of its own
+// SYN_SENT connection) is attached to no connection, so conntrack looks it
+// up in OUTPUT, although the packet it answers came in through lo, and
+// finds it RELATED.
+func TestRejectOfInvalidLoopedPacketIsTracked(t *testing.T) {
+	for _, f := range []Family{IPv4, IPv6} {
+		lo := netip.MustParseAddr("127.0.0.1")
+		if f == IPv6 {
+			lo = netip.IPv6Loopback()
+		}
+		h := NewHost(HostConfig{})
+		require.NoError(t, h.Restore(f, []byte(invalidLoopRules(f)), RestoreOptions{}))
+		syn := Packet{Proto: ProtoTCP, Src: lo, Dst: lo, SrcPort: 40000, DstPort: 80, TCPFlags: SYN, Seq: 1, TTL: 64, Length: 60}
+		assert.Equal(t, Dropped, h.Send(syn).Disposition)
+		synFin := syn
+		synFin.TCPFlags |= FIN
+		res := h.Send(synFin)
+		assert.Equal(t, Rejected, res.Disposition)
+		require.Len(t, res.Emitted, 1)
+		assert.Equal(t, "lo", res.Emitted[0].In)
+		// DROP, RELATED, INVALID; RELATED, INVALID, REJECT; RELATED,
+		// INVALID, tcp INVALID.
+		assert.Equal(t, []uint64{1, 1, 0}, ruleHits(t, h, f, Raw, "PREROUTING"), "%s", f)
+		assert.Equal(t, []uint64{1, 0, 1}, ruleHits(t, h, f, Filter, "INPUT"), "%s", f)
+		assert.Equal(t, []uint64{1, 0, 1}, ruleHits(t, h, f, Filter, "OUTPUT"), "%s", f)
+		assert.Equal(t, 1, h.Conntrack().Len(), "the SYN_SENT entry stays")
 	}
 }
