@@ -165,9 +165,11 @@ func packetTuple(p *Packet) conntrack.Tuple {
 // list keeps IPv4 primaries in the order they were added, host-scope ones
 // (127.0.0.0/8, which ip address add gives host scope) first and
 // secondaries last, so the first is the first address added; IPv6 lists
-// higher scopes first and, within a scope, the newest address first. An
-// interface without an address of the family gives none: the kernel
-// drops the packet (docs/kernel-notes.md).
+// higher scopes first and, within a scope, the newest address first, and
+// REDIRECT skips IPv4-mapped addresses (and tentative ones, which
+// packetwalk does not model) and, for a link-local or site-local
+// destination, addresses of another scope. An interface without a usable
+// address gives none: the kernel drops the packet (docs/kernel-notes.md).
 func (h *Host) redirectAddr(p *Packet) netip.Addr {
 	v4 := p.Family == IPv4
 	i := h.Interface(p.In)
@@ -183,7 +185,10 @@ func (h *Host) redirectAddr(p *Packet) netip.Addr {
 		return netip.Addr{}
 	}
 	var best netip.Addr
-	bestScope := -1
+	bestScope, want := -1, 0
+	if !v4 {
+		want = v6DstScope(p.Dst)
+	}
 	for _, pr := range i.Addrs {
 		a := pr.Addr()
 		if a.Is4() != v4 {
@@ -198,7 +203,11 @@ func (h *Host) redirectAddr(p *Packet) netip.Addr {
 			}
 			continue
 		}
-		if s := v6Scope(a); s >= bestScope {
+		s := v6Scope(a)
+		if a.Is4In6() || want != 0 && s != want {
+			continue
+		}
+		if s >= bestScope {
 			best, bestScope = a, s
 		}
 	}
@@ -218,4 +227,26 @@ func v6Scope(a netip.Addr) int {
 		return 5
 	}
 	return 14
+}
+
+// v6DstScope is the scope a REDIRECTed packet's destination asks of the
+// address (ipv6_addr_scope): that of a loopback, link-local or site-local
+// unicast or multicast destination, in v6Scope's ranks, and 0 (any) for a
+// global one.
+func v6DstScope(a netip.Addr) int {
+	if a.IsMulticast() {
+		switch a.As16()[1] & 0x0f {
+		case 1:
+			return 1
+		case 2:
+			return 2
+		case 5:
+			return 5
+		}
+		return 0
+	}
+	if s := v6Scope(a); s != 14 {
+		return s
+	}
+	return 0
 }

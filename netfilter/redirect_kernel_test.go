@@ -57,10 +57,13 @@ func TestRedirectAddressKernel(t *testing.T) {
 	}
 	out, _, _ := node.Exec("", "ip", "addr", "show", "dev", "eth0")
 	t.Logf("node eth0:\n%s", out)
+	// tentative is an address the kernel has but not yet for use (DAD in
+	// progress): the Host does not get it, the rules count it.
+	var tentative []netip.Addr
 	cands := func(v6 bool) []netip.Addr {
 		l := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.5")}
 		if v6 {
-			l = []netip.Addr{netip.IPv6Loopback()}
+			l = append([]netip.Addr{netip.IPv6Loopback()}, tentative...)
 		}
 		for _, p := range eth0 {
 			if p.Addr().Is6() == v6 && !p.Addr().IsLoopback() {
@@ -141,6 +144,8 @@ func TestRedirectAddressKernel(t *testing.T) {
 		// The newest global IPv6 address.
 		{"eth0", "fd00:10::2", "fd00:10::1", "fd00:10::9"},
 		{"eth0", "fd00:10::2", "fd00:244::5", "fd00:10::9"},
+		// A link-local destination asks for a link-local address.
+		{"eth0", "fd00:10::2", "fe80::5", "fe80::5"},
 		// Loopback for what the node sends.
 		{"local", "192.168.10.1", "10.244.1.5", "127.0.0.1"},
 		{"local", "fd00:10::1", "fd00:244::5", "::1"},
@@ -149,6 +154,19 @@ func TestRedirectAddressKernel(t *testing.T) {
 			assert.Equal(t, a(tc.want), run(t, eth1, tc.side, a(tc.src), a(tc.dst)))
 		})
 	}
+	// A tentative address (DAD running for 30 s) heads the list but is
+	// skipped.
+	for _, kv := range [][2]string{{"net.ipv6.conf.eth0.accept_dad", "1"}, {"net.ipv6.conf.eth0.dad_transmits", "1"}, {"net.ipv6.neigh.eth0.retrans_time_ms", "30000"}} {
+		require.NoError(t, node.Sysctl(kv[0], kv[1]))
+	}
+	_, _, err := node.Exec("", "ip", "addr", "add", "fd00:77::1/64", "dev", "eth0")
+	require.NoError(t, err)
+	tentative = []netip.Addr{a("fd00:77::1")}
+	out, _, _ = node.Exec("", "ip", "-6", "addr", "show", "dev", "eth0")
+	require.Contains(t, out, "fd00:77::1/64 scope global tentative")
+	t.Run("eth0/tentative-skipped", func(t *testing.T) {
+		assert.Equal(t, a("fd00:10::9"), run(t, eth1, "eth0", a("fd00:10::2"), a("fd00:244::5")))
+	})
 	// A host-scope address goes before the global ones.
 	addAddr(pfx("127.0.0.5/8"))
 	t.Run("eth0/host-scope-first", func(t *testing.T) {

@@ -12,7 +12,8 @@ import (
 // TestRedirectAddress pins what TestRedirectAddressKernel recorded:
 // REDIRECT goes to the first IPv4 address of the input interface (a
 // host-scope 127.0.0.0/8 one before the others), to its newest address of
-// the highest IPv6 scope, to loopback for what the host sends, and drops
+// the highest IPv6 scope (of the destination's scope when that is
+// link-local), to loopback for what the host sends, and drops
 // the packet when the interface has no address of the family.
 func TestRedirectAddress(t *testing.T) {
 	pfx, a := netip.MustParsePrefix, netip.MustParseAddr
@@ -38,6 +39,7 @@ func TestRedirectAddress(t *testing.T) {
 		{"eth0", "192.168.10.2", "10.244.1.5", "192.168.10.1"},
 		{"eth0", "fd00:10::2", "fd00:99::1", "fd00:10::9"},
 		{"eth0", "fd00:10::2", "fd00:244::5", "fd00:10::9"},
+		{"eth0", "fd00:10::2", "fe80::5", "fe80::5"}, // a link-local destination takes a link-local address
 		{"", "192.168.10.1", "192.168.10.50", "127.0.0.1"},
 		{"", "fd00:10::1", "fd00:10::50", "::1"},
 	} {
