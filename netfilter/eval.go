@@ -30,6 +30,12 @@ type evalCtx struct {
 	reject   rejectKind
 	// notrack is set by NOTRACK and CT --notrack in raw.
 	notrack bool
+	// tmpl is set by the other CT targets in raw: the kernel attaches a
+	// conntrack template to the packet, which the rules after it see as a
+	// NEW connection with zero tuples until the conntrack hook replaces it
+	// (docs/kernel-notes.md). tmplMark is the mark CONNMARK gave it.
+	tmpl     bool
+	tmplMark uint32
 	// ct describes the packet's connection, for the conntrack matches;
 	// it is filled on first use (see conn), since most tables never ask.
 	ct      ctInfo

@@ -225,9 +225,37 @@ func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
 	return nil
 }
 
+// AddAddress adds an address to an existing interface, after those it has,
+// as `ip address add` does; like AddInterface it adds the connected route.
+// The order of an interface's addresses matters where the kernel takes
+// "the first address" (REDIRECT, the preferred source). As for ip, adding
+// an IPv4 address the interface has with the same prefix length, or an
+// IPv6 address it has at all, is an error.
+func (h *Host) AddAddress(iface string, addr netip.Prefix) error {
+	i := h.Interface(iface)
+	if i == nil {
+		return fmt.Errorf("%w: address %s on unknown interface %q", ErrBadValue, addr, iface)
+	}
+	if !addr.IsValid() {
+		return fmt.Errorf("%w: invalid address on interface %q", ErrBadValue, iface)
+	}
+	for _, a := range i.Addrs {
+		if a.Addr() == addr.Addr() && (a.Bits() == addr.Bits() || addr.Addr().Is6()) {
+			return fmt.Errorf("%w: interface %q already has address %s", ErrBadValue, iface, addr.Addr())
+		}
+	}
+	i.Addrs = append(i.Addrs, addr)
+	h.fib.valid = false
+	if addr.Bits() < addr.Addr().BitLen() {
+		h.routes = append(h.routes, Route{Dst: addr.Masked(), Iface: iface})
+	}
+	return nil
+}
+
 // Interface returns the interface called name, or nil. It is the host's
-// own: add addresses with AddInterface, not by changing its Addrs, which
-// the host's compiled routing table would not see, and do not rename it.
+// own: add addresses with AddInterface or AddAddress, not by changing its
+// Addrs, which the host's compiled routing table would not see, and do not
+// rename it.
 func (h *Host) Interface(name string) *Interface { return h.byName[name] }
 
 // hasIface reports whether a packet may arrive on name: one of the

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/packetwalk/packetwalk/conntrack"
 )
 
 // CTState is a set of connection-tracking states as -m conntrack --ctstate
@@ -82,6 +84,7 @@ var ctStatusNames = []struct {
 type ctInfo struct {
 	tracked   bool // the packet has a connection (ct != NULL)
 	untracked bool // NOTRACK / CT --notrack
+	tmpl      bool // a CT template (CT --zone...): zero tuples, no timeout
 	state     CTState
 	status    CTStatus
 	reply     bool // the packet travels in the reply direction
@@ -373,7 +376,20 @@ func (m *ConntrackMatch) match(c *evalCtx) bool {
 		return true // kube-proxy's --ctstate rules end here
 	}
 	e := c.host.cur.Entry
-	orig, repl := &e.Original, &e.Reply
+	var orig, repl *conntrack.Tuple
+	var zero conntrack.Tuple
+	if !ct.tmpl {
+		orig, repl = &e.Original, &e.Reply
+	} else {
+		// A CT template's tuples are all zero (0.0.0.0/0 and port 0
+		// match), and it has no time left.
+		zero.Src = netip.IPv4Unspecified()
+		if c.pkt.Family == IPv6 {
+			zero.Src = netip.IPv6Unspecified()
+		}
+		zero.Dst = zero.Src
+		orig, repl = &zero, &zero
+	}
 	if !m.test(ctfProto, orig.Proto == m.Proto) ||
 		!m.test(ctfOrigSrc, m.OrigSrc.Contains(orig.Src)) ||
 		!m.test(ctfOrigDst, m.OrigDst.Contains(orig.Dst)) ||
@@ -386,7 +402,10 @@ func (m *ConntrackMatch) match(c *evalCtx) bool {
 		return false
 	}
 	if m.flags&ctfExpire != 0 {
-		left := uint32(e.Timeout(c.host.clock.Now()) / time.Second)
+		left := uint32(0)
+		if !ct.tmpl {
+			left = uint32(e.Timeout(c.host.clock.Now()) / time.Second)
+		}
 		return m.test(ctfExpire, left >= m.ExpireLo && left <= m.ExpireHi)
 	}
 	return true

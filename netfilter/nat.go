@@ -93,16 +93,9 @@ func (h *Host) bindNAT(hk Hook, p *Packet, req *natRequest) bool {
 		}
 		r.MinAddr, r.MaxAddr = a, a
 	case natRedirect:
-		// REDIRECT sends to the primary address of the input interface,
-		// or to loopback for locally generated packets.
-		a := netip.MustParseAddr("127.0.0.1")
-		if p.Family == IPv6 {
-			a = netip.IPv6Loopback()
-		}
-		if p.In != "" {
-			if ia := h.sourceFor(&Route{Iface: p.In}, p.Dst); ia.IsValid() {
-				a = ia
-			}
+		a := h.redirectAddr(p)
+		if !a.IsValid() {
+			return false // the kernel drops when the interface has no address
 		}
 		r.MinAddr, r.MaxAddr = a, a
 	}
@@ -165,4 +158,96 @@ func packetTuple(p *Packet) conntrack.Tuple {
 		t.SrcPort, t.ICMPType, t.ICMPCode = p.ICMPID, p.ICMPType, p.ICMPCode
 	}
 	return t
+}
+
+// redirectAddr is where REDIRECT sends a packet (nf_nat_redirect_ipv4/6):
+// loopback for a locally generated one, else the first address the kernel
+// lists on the input interface, whatever the packet's destination. That
+// list keeps IPv4 primaries in the order they were added, host-scope ones
+// (127.0.0.0/8, which ip address add gives host scope) first and
+// secondaries last, so the first is the first address added; IPv6 lists
+// higher scopes first and, within a scope, the newest address first, and
+// REDIRECT skips IPv4-mapped addresses (and tentative ones, which
+// packetwalk does not model) and, for a link-local or site-local
+// destination, addresses of another scope. An interface without a usable
+// address gives none: the kernel drops the packet (docs/kernel-notes.md).
+func (h *Host) redirectAddr(p *Packet) netip.Addr {
+	v4 := p.Family == IPv4
+	i := h.Interface(p.In)
+	if p.In == "" || i == nil && p.In == "lo" {
+		// Locally generated, or received on a loopback device the host
+		// does not list (it has 127.0.0.1 and ::1).
+		if v4 {
+			return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+		return netip.IPv6Loopback()
+	}
+	if i == nil {
+		return netip.Addr{}
+	}
+	var best netip.Addr
+	bestScope, want := -1, 0
+	if !v4 {
+		want = v6DstScope(p.Dst)
+	}
+	for _, pr := range i.Addrs {
+		a := pr.Addr()
+		if a.Is4() != v4 {
+			continue
+		}
+		if v4 {
+			if a.IsLoopback() {
+				return a // host scope: listed before the others
+			}
+			if !best.IsValid() {
+				best = a
+			}
+			continue
+		}
+		s := v6Scope(a)
+		if a.Is4In6() || want != 0 && s != want {
+			continue
+		}
+		if s >= bestScope {
+			best, bestScope = a, s
+		}
+	}
+	return best
+}
+
+// v6Scope ranks an IPv6 address's scope as the kernel orders a device's
+// addresses (ipv6_addr_src_scope): loopback, link-local, site-local,
+// global.
+func v6Scope(a netip.Addr) int {
+	switch {
+	case a.IsLoopback():
+		return 1
+	case a.IsLinkLocalUnicast():
+		return 2
+	case a.As16()[0] == 0xfe && a.As16()[1]&0xc0 == 0xc0: // fec0::/10
+		return 5
+	}
+	return 14
+}
+
+// v6DstScope is the scope a REDIRECTed packet's destination asks of the
+// address (ipv6_addr_scope): that of a loopback, link-local or site-local
+// unicast or multicast destination, in v6Scope's ranks, and 0 (any) for a
+// global one.
+func v6DstScope(a netip.Addr) int {
+	if a.IsMulticast() {
+		switch a.As16()[1] & 0x0f {
+		case 1:
+			return 1
+		case 2:
+			return 2
+		case 5:
+			return 5
+		}
+		return 0
+	}
+	if s := v6Scope(a); s != 14 {
+		return s
+	}
+	return 0
 }

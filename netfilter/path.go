@@ -102,7 +102,9 @@ type Result struct {
 	// was dropped); its Out field names the output interface.
 	Packet Packet
 	// Emitted holds packets netfilter itself generated, such as REJECT's
-	// TCP reset or ICMP error.
+	// TCP reset or ICMP error, as they left the host (Out set). A reply to
+	// a packet the host sent itself is delivered back to it through lo:
+	// In is "lo" and Out empty.
 	Emitted []Packet
 	// Trace is every step, when the host's Tracing is on.
 	Trace []Step
@@ -282,7 +284,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 		// The context is reset field by field: it is large, and most of
 		// it (ct, natReq) is only read once set.
 		c.pkt, c.hook, c.table, c.rule, c.matchIdx = p, hk, id, nil, 0
-		c.hotdrop, c.rejected, c.reject, c.notrack, c.ctReady, c.nat = false, false, 0, false, false, nil
+		c.hotdrop, c.rejected, c.reject, c.notrack, c.tmpl, c.ctReady, c.nat = false, false, 0, false, false, false, nil
 		if h.Tracing && !h.explaining {
 			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: "ENTER", Packet: p.clone()})
 		}
@@ -368,7 +370,15 @@ func (h *Host) martian(p *Packet) string {
 
 // fillCT describes the packet's connection for the conntrack matches.
 func (h *Host) fillCT(c *evalCtx) {
-	c.ct, c.ctReady = ctInfo{untracked: h.notrack}, true
+	c.ct, c.ctReady = ctInfo{untracked: h.notrack || c.notrack}, true
+	if c.tmpl {
+		// The template of CT --zone/--ctevents: a connection in the
+		// original direction, NEW, with the confirmed bit set so that it is
+		// never inserted, and the mark CONNMARK gave it.
+		c.ct.tracked, c.ct.tmpl, c.ct.state = true, true, CTNew
+		c.ct.status, c.ct.mark = CTStatus(conntrack.StatusConfirmed), c.tmplMark
+		return
+	}
 	e := h.cur.Entry
 	if e == nil {
 		return
@@ -396,6 +406,11 @@ func (h *Host) fillCT(c *evalCtx) {
 
 // setCTMark sets the mark of the packet's connection (CONNMARK).
 func (c *evalCtx) setCTMark(v uint32) {
+	if c.tmpl {
+		c.conn()
+		c.tmplMark, c.ct.mark = v, v
+		return
+	}
 	if e := c.host.cur.Entry; e != nil {
 		c.conn() // the mark read so far, before it changes
 		if !c.host.explaining || !e.Confirmed() {
@@ -655,9 +670,11 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 // sendEmitted sends a packet netfilter generated (a REJECT reply) out the
 // way the kernel does (nf_send_reset, icmp_send): through OUTPUT and
 // POSTROUTING, attached to the offending packet's connection as RELATED
-// (nf_ct_attach), so it is counted there and NATed as a reply. It returns
-// the packet as it leaves, or false when a rule dropped it or no route
-// leads back. The offending packet's walk state is kept.
+// (nf_ct_attach), so it is counted there and NATed as a reply; one to a
+// local address then crosses PREROUTING and INPUT on lo. It returns the
+// packet as it leaves (or, back through lo, as it is delivered), or false
+// when a rule dropped it or no route leads back. The offending packet's
+// walk state is kept.
 func (h *Host) sendEmitted(r Packet) (Packet, bool) {
 	saved := struct {
 		cur                         conntrack.Info
@@ -671,6 +688,10 @@ func (h *Host) sendEmitted(r Packet) (Packet, bool) {
 		// inherit nftrace); neither does the walk.
 		h.trace = h.trace[:saved.trace]
 	}()
+	// The reply is a new local packet, even when the packet it answers
+	// came in through lo: without a connection to attach to, conntrack
+	// looks it up in OUTPUT.
+	h.loopback = false
 	if h.cur.Entry != nil {
 		dir := conntrack.Reply
 		if h.cur.Dir == conntrack.Reply {
@@ -696,6 +717,16 @@ func (h *Host) sendEmitted(r Packet) (Packet, bool) {
 	}
 	if !h.runHook(Postrouting, &r, &res) {
 		return Packet{}, false
+	}
+	if out.Type == RouteLocal {
+		// The reply to a packet the host sent itself comes back in
+		// through lo, keeping its connection, as any local packet to a
+		// local address does (docs/kernel-notes.md).
+		r.In, r.Out = "lo", ""
+		h.loopback = true
+		if !h.runHook(Prerouting, &r, &res) || !h.runHook(Input, &r, &res) {
+			return Packet{}, false
+		}
 	}
 	return r, true
 }

@@ -23,9 +23,10 @@ const (
 )
 
 // CTTarget is "-j CT" in the raw table: it sets up how the packet's
-// connection is tracked. NoTrack leaves the packet untracked. Zones and
-// events are printed and kept but not modelled: packetwalk's conntrack
-// has a single zone and delivers no events. --helper and --timeout are
+// connection is tracked. NoTrack leaves the packet untracked; the other
+// forms attach a template that the rules after it in the chain see.
+// Zones and events are printed and kept but not modelled: packetwalk's
+// conntrack has a single zone and delivers no events. --helper and --timeout are
 // refused.
 type CTTarget struct {
 	NoTrack bool
@@ -175,11 +176,28 @@ func (t *CTTarget) appendList(b []byte, _ bool) []byte {
 	return t.appendOpts(append(b, " CT"...), " ")
 }
 
+// apply attaches what the target asks for, as xt_ct does: a packet that
+// already has a conntrack (untracked, a template from an earlier CT rule,
+// or the connection a looped-back or generated packet carries) is left
+// alone. The next rules see the change at once (docs/kernel-notes.md).
 func (t *CTTarget) apply(c *evalCtx) verdict {
+	if c.hasConntrack() {
+		return vContinue
+	}
 	if t.NoTrack {
 		c.notrack = true
+	} else {
+		c.tmpl, c.tmplMark = true, 0
 	}
+	c.ctReady = false
 	return vContinue
+}
+
+// hasConntrack reports whether the packet already carries a conntrack in
+// raw: the kernel's skb->_nfct is set.
+func (c *evalCtx) hasConntrack() bool {
+	h := c.host
+	return c.notrack || c.tmpl || h.notrack || h.cur.Entry != nil
 }
 
 func (t *NotrackTarget) set(*ruleCtx, string, bool, []string) error { return nil }
@@ -194,6 +212,8 @@ func (t *NotrackTarget) appendSave(b []byte) []byte         { return b }
 func (t *NotrackTarget) appendList(b []byte, _ bool) []byte { return append(b, " NOTRACK"...) }
 
 func (t *NotrackTarget) apply(c *evalCtx) verdict {
-	c.notrack = true
+	if !c.hasConntrack() {
+		c.notrack, c.ctReady = true, false
+	}
 	return vContinue
 }

@@ -235,13 +235,16 @@ func TestNATTargetRequest(t *testing.T) {
 
 func TestNotrackTargets(t *testing.T) {
 	for _, tg := range []applier{&NotrackTarget{}, &CTTarget{NoTrack: true}} {
-		c := &evalCtx{}
+		c := &evalCtx{host: NewHost(HostConfig{})}
 		assert.Equal(t, vContinue, tg.apply(c))
 		assert.True(t, c.notrack)
 	}
-	c := &evalCtx{}
+	c := &evalCtx{host: NewHost(HostConfig{})}
 	(&CTTarget{Zone: 3}).apply(c)
 	assert.False(t, c.notrack)
+	assert.True(t, c.tmpl, "CT --zone attaches a template")
+	(&CTTarget{NoTrack: true}).apply(c)
+	assert.False(t, c.notrack, "a packet with a template ignores a later CT --notrack")
 }
 
 func TestContinueTargets(t *testing.T) {
