@@ -150,7 +150,7 @@ func (rs *Ruleset) appendListRule(b []byte, num int, r *Rule, opt ListOptions) [
 	if j, ok := r.Target.(*JumpTarget); ok && j.Goto {
 		b = append(b, "[goto] "...)
 	}
-	for _, m := range r.Matches {
+	for _, m := range shownMatches(r) {
 		b = m.appendList(b, opt.Numeric)
 	}
 	if r.Target != nil {

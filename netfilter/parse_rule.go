@@ -9,9 +9,8 @@ import (
 
 // instance is one module occurrence while a rule is parsed.
 type instance struct {
-	mod       *module
-	b         builder
-	completed bool // a later "-m" of the same module took over its options
+	mod *module
+	b   builder
 	// seen has bit i set once option mod.opts[i] was given; options past
 	// the 64th share the last bit's slot in seenMore.
 	seen     uint64
@@ -47,12 +46,15 @@ type ruleParser struct {
 	rule    Rule
 	matches []*instance
 	target  *instance
-	jump    string // -j/-g argument when it is a chain, or a verdict
-	isGoto  bool
-	seen    ipOptSet       // IP-spec options already given
-	srcs    []netip.Prefix // -s with several comma-separated addresses
-	dsts    []netip.Prefix
-	counter *Counters // -c PKTS BYTES
+	// targetAt is len(matches) when the target was loaded: its options
+	// rank after those of matches loaded later.
+	targetAt int
+	jump     string // -j/-g argument when it is a chain, or a verdict
+	isGoto   bool
+	seen     ipOptSet       // IP-spec options already given
+	srcs     []netip.Prefix // -s with several comma-separated addresses
+	dsts     []netip.Prefix
+	counter  *Counters // -c PKTS BYTES
 
 	// Inline storage: with the parser reused, a typical rule line needs no
 	// allocation for the bookkeeping below.
@@ -502,11 +504,6 @@ func (p *ruleParser) addMatch(name string) error {
 }
 
 func (p *ruleParser) loadMatch(m *module) error {
-	for _, in := range p.matches {
-		if in.mod == m {
-			in.completed = true
-		}
-	}
 	p.matches = append(p.matches, p.newInstance(m))
 	return nil
 }
@@ -523,7 +520,7 @@ func (p *ruleParser) setTarget(name string, isGoto bool) error {
 			return fmt.Errorf("%w %q", ErrUnknownTarget, name)
 		}
 		p.targetBuf = instance{mod: m, b: m.newBuilder(&p.ctx)}
-		p.target = &p.targetBuf
+		p.target, p.targetAt = &p.targetBuf, len(p.matches)
 		return nil
 	}
 	if supported, ok := builtinTargets[name]; ok {
@@ -540,28 +537,17 @@ func (p *ruleParser) setTarget(name string, isGoto bool) error {
 	return nil
 }
 
-// moduleOption routes a long option to the module that owns it: the
-// target first, then the active match instances, then an implicit
-// protocol match for -p (so "-p tcp --dport 80" loads "-m tcp").
+// moduleOption routes a long option to the module that owns it, as
+// getopt_long over iptables' merged option table does: each distinct
+// module's options enter the table when it is first loaded (-m, -j, or
+// the implicit protocol match), ahead of those loaded before, so the most
+// recently first-loaded module owning the name wins, even when a later
+// module lacks it; within that module the option goes to its latest
+// instance (a repeated "-m" does not move the module's place). Failing
+// all, the -p protocol's match is loaded (so "-p tcp --dport 80" loads
+// "-m tcp").
 func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []string, val string, hasVal bool) error {
-	var dst *instance
-	var opt *option
-	if p.target != nil {
-		if o, ok := p.target.mod.lookup(name); ok {
-			dst, opt = p.target, o
-		}
-	}
-	if dst == nil {
-		for _, in := range p.matches {
-			if in.completed {
-				continue
-			}
-			if o, ok := in.mod.lookup(name); ok {
-				dst, opt = in, o
-				break
-			}
-		}
-	}
+	dst, opt := p.optionOwner(name)
 	if dst == nil && p.rule.IP.Proto != 0 && !p.rule.IP.InvProto {
 		if m, ok := matchModules[protoModule(p.rule.IP.Proto)]; ok && m.allows(p.ctx.family) {
 			if o, ok := m.lookup(name); ok {
@@ -615,6 +601,45 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 		return fmt.Errorf("%w: option \"--%s\" takes no argument", ErrSyntax, opt.name)
 	}
 	return dst.b.set(&p.ctx, opt.name, inv, vals)
+}
+
+// optionOwner finds the instance an option name goes to, or nil.
+func (p *ruleParser) optionOwner(name string) (*instance, *option) {
+	for i := len(p.matches); ; i-- {
+		if p.target != nil && i == p.targetAt {
+			if o, ok := p.target.mod.lookup(name); ok {
+				return p.target, o
+			}
+		}
+		if i == 0 {
+			return nil, nil
+		}
+		in := p.matches[i-1]
+		if p.firstOf(i - 1) {
+			if o, ok := in.mod.lookup(name); ok {
+				return p.latestOf(in.mod), o
+			}
+		}
+	}
+}
+
+// firstOf reports whether p.matches[k] is the first instance of its module.
+func (p *ruleParser) firstOf(k int) bool {
+	for _, in := range p.matches[:k] {
+		if in.mod == p.matches[k].mod {
+			return false
+		}
+	}
+	return true
+}
+
+// latestOf returns the last loaded instance of m.
+func (p *ruleParser) latestOf(m *module) *instance {
+	for k := len(p.matches) - 1; ; k-- {
+		if p.matches[k].mod == m {
+			return p.matches[k]
+		}
+	}
 }
 
 // protoModule names the match an implicit -p loads.

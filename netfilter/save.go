@@ -135,7 +135,7 @@ func (r *Rule) appendSpec(b []byte, cnt *Counters) []byte {
 	case NoFragments:
 		b = append(b, " ! -f"...)
 	}
-	for _, m := range r.Matches {
+	for _, m := range shownMatches(r) {
 		b = append(b, " -m "...)
 		b = append(b, m.Module()...)
 		b = m.appendSave(b)
@@ -227,4 +227,82 @@ func appendSRule(b []byte, c *Chain, r *Rule, verbose bool) []byte {
 	}
 	b = r.appendSpec(b, cnt)
 	return append(b, '\n')
+}
+
+// shownMatches returns the matches of r as iptables-nft 1.8.9 lists them.
+// It translates -m tcp and -m udp into payload expressions and, reading
+// them back, folds every tcp (udp) match of a rule into the first one,
+// later options overwriting earlier ones; the kernel still tests them all
+// (docs/kernel-notes.md). Rules with at most one of each are returned as
+// they are, without allocating.
+func shownMatches(r *Rule) []Match {
+	var nt, nu int
+	for _, m := range r.Matches {
+		switch m := m.(type) {
+		case *TCPMatch:
+			nt++
+		case *UDPMatch:
+			if !m.lite {
+				nu++
+			}
+		}
+	}
+	if nt < 2 && nu < 2 {
+		return r.Matches
+	}
+	out := make([]Match, 0, len(r.Matches))
+	var tcp *TCPMatch
+	var udp *UDPMatch
+	for _, m := range r.Matches {
+		switch m := m.(type) {
+		case *TCPMatch:
+			if tcp == nil {
+				c := *m
+				tcp = &c
+				out = append(out, tcp)
+				continue
+			}
+			tcp.fold(m)
+			continue
+		case *UDPMatch:
+			if !m.lite {
+				if udp == nil {
+					c := *m
+					udp = &c
+					out = append(out, udp)
+					continue
+				}
+				udp.fold(m)
+				continue
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// fold overlays the options o gives on m.
+func (m *TCPMatch) fold(o *TCPMatch) {
+	if o.hasSrc {
+		m.SrcPorts, m.InvSrcPorts, m.hasSrc = o.SrcPorts, o.InvSrcPorts, true
+	}
+	if o.hasDst {
+		m.DstPorts, m.InvDstPorts, m.hasDst = o.DstPorts, o.InvDstPorts, true
+	}
+	if o.FlagsMask != 0 {
+		m.FlagsMask, m.FlagsCmp, m.InvFlags = o.FlagsMask, o.FlagsCmp, o.InvFlags
+	}
+	if o.HasOption {
+		m.Option, m.HasOption, m.InvOption = o.Option, true, o.InvOption
+	}
+}
+
+// fold overlays the options o gives on m.
+func (m *UDPMatch) fold(o *UDPMatch) {
+	if o.hasSrc {
+		m.SrcPorts, m.InvSrcPorts, m.hasSrc = o.SrcPorts, o.InvSrcPorts, true
+	}
+	if o.hasDst {
+		m.DstPorts, m.InvDstPorts, m.hasDst = o.DstPorts, o.InvDstPorts, true
+	}
 }
