@@ -52,11 +52,13 @@ func TestRestoreErrorsNameTheLine(t *testing.T) {
 		{"bad address", "*filter\n-A INPUT -s 10.0.0.300 -j ACCEPT\nCOMMIT\n", 2, ErrBadValue},
 		{"bad port", "*filter\n-A INPUT -p tcp --dport 99999 -j ACCEPT\nCOMMIT\n", 2, ErrBadValue},
 		{"loop", "*filter\n:A - [0:0]\n:B - [0:0]\n-A A -j B\n-A B -j A\nCOMMIT\n", 5, ErrLoop},
-		{"no commit", "*filter\n-A INPUT -j ACCEPT\n", 2, ErrSyntax},
+		// iptables-restore: "COMMIT expected at line 3".
+		{"no commit", "*filter\n-A INPUT -j ACCEPT\n", 3, ErrSyntax},
 		{"-o in INPUT", "*filter\n-A INPUT -o eth0 -j ACCEPT\nCOMMIT\n", 2, ErrNotAllowed},
 		{"tcp without -p", "*filter\n-A INPUT -m tcp --dport 80 -j ACCEPT\nCOMMIT\n", 2, ErrNotAllowed},
 		{"table flag", "*filter\n-t nat -A INPUT -j ACCEPT\nCOMMIT\n", 2, ErrNotAllowed},
-		{"user chain policy", "*filter\n:X DROP [0:0]\nCOMMIT\n", 2, ErrBadValue},
+		{"user chain without policy", "*filter\n:X\nCOMMIT\n", 2, ErrSyntax},
+		{"bad built-in policy", "*filter\n:INPUT RETURN [0:0]\nCOMMIT\n", 2, ErrBadValue},
 		{"unterminated quote", "*filter\n-A INPUT -m comment --comment \"x\nCOMMIT\n", 2, ErrSyntax},
 	}
 	for _, c := range cases {

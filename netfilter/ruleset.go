@@ -220,9 +220,9 @@ func checkChainName(name string) error {
 	if _, ok := builtinTargets[name]; ok {
 		return fmt.Errorf("%w: chain name %q is a target name", ErrBadValue, name)
 	}
-	if _, ok := hookByName(name); ok {
-		return fmt.Errorf("%w: %q is a built-in chain name", ErrBuiltinChain, name)
-	}
+	// A hook's name is refused only where the table has that built-in
+	// chain (as an existing chain): iptables accepts a user chain called
+	// FORWARD in nat, or INPUT in raw.
 	return nil
 }
 

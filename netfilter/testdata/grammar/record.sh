@@ -9,7 +9,9 @@
 # NAME.ipsets fed to "ipset restore". It writes NAME.out:
 #
 #   refused at line N          when the restore fails, N from the tool's
-#                              "Error occurred at line: N" (0 when absent),
+#                              "Error occurred at line: N", "line N failed"
+#                              or "COMMIT expected at line N" (0 when it
+#                              names no line: the kernel refused the commit),
 #                              then the tool's other stderr lines;
 #   accepted                   otherwise, then "# save" and the
 #                              iptables-save output without its "#" lines,
@@ -45,7 +47,9 @@ record() {
 	local err
 	if ! err=$(ip netns exec "$ns" "$tool-restore" <"$in" 2>&1 >/dev/null); then
 		local line
-		line=$(sed -n 's/^Error occurred at line: \([0-9]*\)$/\1/p' <<<"$err")
+		line=$(sed -n -e 's/^Error occurred at line: \([0-9]*\)$/\1/p' \
+			-e 's/^.*restore: line \([0-9]*\) failed.*$/\1/p' \
+			-e 's/^.*restore: COMMIT expected at line \([0-9]*\)$/\1/p' <<<"$err" | head -1)
 		{
 			echo "refused at line ${line:-0}"
 			grep -v -e '^Error occurred at line: ' -e '^Try `' <<<"$err" || true
