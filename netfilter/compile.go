@@ -243,8 +243,8 @@ func isComment(m Match) bool {
 	return ok
 }
 
-// chainDepth returns the longest chain of jumps below any chain of ct,
-// which validation has proven free of loops. It follows the resolved jump
+// chainDepth returns the longest chain of jumps below a base chain of
+// ct, which validation has proven free of loops. It follows the resolved jump
 // indexes, so it needs no lookup by name.
 func chainDepth(ct *ctable) int {
 	memo := make([]int32, len(ct.rules)) // by chain start; 0 = not yet, else depth+1
@@ -262,10 +262,12 @@ func chainDepth(ct *ctable) int {
 		memo[start] = int32(d + 1)
 		return d
 	}
+	// From the base chains only: chains out of their reach may loop, and
+	// nest as deep as they like (iptables-nft accepts both).
 	d := 0
-	for i := range ct.rules {
-		if i == 0 || ct.rules[i-1].end {
-			d = max(d, depth(i))
+	for _, e := range ct.entry {
+		if e >= 0 {
+			d = max(d, depth(e))
 		}
 	}
 	return d

@@ -51,7 +51,7 @@ func TestRestoreErrorsNameTheLine(t *testing.T) {
 		{"unknown option", "*filter\n-A INPUT -p tcp --bogus 1 -j ACCEPT\nCOMMIT\n", 2, ErrUnknownOption},
 		{"bad address", "*filter\n-A INPUT -s 10.0.0.300 -j ACCEPT\nCOMMIT\n", 2, ErrBadValue},
 		{"bad port", "*filter\n-A INPUT -p tcp --dport 99999 -j ACCEPT\nCOMMIT\n", 2, ErrBadValue},
-		{"loop", "*filter\n:A - [0:0]\n:B - [0:0]\n-A A -j B\n-A B -j A\nCOMMIT\n", 5, ErrLoop},
+		{"loop", "*filter\n:A - [0:0]\n:B - [0:0]\n-A INPUT -j A\n-A A -j B\n-A B -j A\nCOMMIT\n", 6, ErrLoop},
 		// iptables-restore: "COMMIT expected at line 3".
 		{"no commit", "*filter\n-A INPUT -j ACCEPT\n", 3, ErrSyntax},
 		{"-o in INPUT", "*filter\n-A INPUT -o eth0 -j ACCEPT\nCOMMIT\n", 2, ErrNotAllowed},

@@ -22,13 +22,15 @@ type RestoreOptions struct {
 // committed before an error stay loaded. The error is a *ParseError naming
 // the input line.
 func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
-	return rs.restore(data, opt, nil)
+	return rs.restore(data, opt, nil, nil)
 }
 
 // restore is Restore, leaving in committed what validating each
 // committed table found, which the host then compiles without validating
-// again.
-func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated) error {
+// again. setExists, when not nil, tells whether an ipset exists: as
+// iptables-restore looks each set up while it parses the rule naming it,
+// a missing one is refused at that line.
+func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated, setExists func(string) bool) error {
 	var (
 		cur     *Table
 		curLine int
@@ -144,6 +146,11 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 			if err != nil {
 				return fail(err)
 			}
+			if setExists != nil {
+				if err := checkSets(cmd.rules, setExists); err != nil {
+					return fail(err)
+				}
+			}
 			if cnt != nil {
 				cmd.counter = cnt
 			}
@@ -176,6 +183,25 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 // restoreLineMax is the longest line iptables-restore reads at once (its
 // fgets buffer of 10240 bytes, less the terminating NUL).
 const restoreLineMax = 10239
+
+// checkSets refuses the first ipset the rules name that does not exist.
+func checkSets(rules []*Rule, exists func(string) bool) error {
+	for _, r := range rules {
+		for _, m := range r.Matches {
+			if sm, ok := m.(*SetMatch); ok && !exists(sm.Name) {
+				return atToken(sm.Name, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, sm.Name))
+			}
+		}
+		if st, ok := r.Target.(*SetTarget); ok {
+			for _, n := range []string{st.Add.Name, st.Del.Name} {
+				if n != "" && !exists(n) {
+					return atToken(n, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n))
+				}
+			}
+		}
+	}
+	return nil
+}
 
 // ruleOrigin is the input line a rule came from.
 type ruleOrigin struct {
