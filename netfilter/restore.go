@@ -34,7 +34,7 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 	var (
 		cur     *Table
 		curLine int
-		curUsed bool // cur has a chain line or a command
+		curUsed bool         // cur has a chain line or a command
 		origin  []ruleOrigin // input line of each rule, for load errors
 		lineNo  int
 		args    []string // reused for every line
