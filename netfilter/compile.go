@@ -131,6 +131,12 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 				ct.rules = append(ct.rules, crule{rule: r, chain: c, num: int32(i + 1), kind: vContinue, src: r.IP.Src, dst: r.IP.Dst,
 					matches: r.Matches[m0:m1:m1], m0: int32(m0)})
 				cr := &ct.rules[len(ct.rules)-1]
+				if r.IP.SrcMask.IsValid() {
+					cr.src = netip.Prefix{} // matchIP tests the mask
+				}
+				if r.IP.DstMask.IsValid() {
+					cr.dst = netip.Prefix{}
+				}
 				switch tg := r.Target.(type) {
 				case nil:
 				case *VerdictTarget:
@@ -292,6 +298,12 @@ func (r *crule) matchIP(p *Packet) bool {
 		return false
 	}
 	if r.dst.IsValid() && r.dst.Contains(p.Dst) == ip.InvDst {
+		return false
+	}
+	if ip.SrcMask.IsValid() && maskedEqual(p.Src, ip.SrcMask, ip.Src.Addr()) == ip.InvSrc {
+		return false
+	}
+	if ip.DstMask.IsValid() && maskedEqual(p.Dst, ip.DstMask, ip.Dst.Addr()) == ip.InvDst {
 		return false
 	}
 	if ip.In != "" && ifaceMatch(ip.In, p.In) == ip.InvIn {

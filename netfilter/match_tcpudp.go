@@ -26,13 +26,13 @@ func (r PortRange) appendSave(b []byte) []byte {
 
 // parsePort parses a port number or a service name for proto.
 func parsePort(s, proto string) (uint16, bool) {
-	if n, err := strconv.ParseUint(s, 10, 16); err == nil {
+	if n, ok := parsePortNumber(s, 65535); ok {
 		return uint16(n), true
 	}
 	if proto == "udp" || proto == "udplite" {
 		// iptables 1.8.9's udp match stores a larger number truncated to
 		// 16 bits (--dport 70000 saves as 4464), where tcp refuses it.
-		if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		if n, ok := parsePortNumber(s, 1<<32-1); ok {
 			return uint16(n), true
 		}
 	}
@@ -40,6 +40,15 @@ func parsePort(s, proto string) (uint16, bool) {
 		return p, true
 	}
 	return 0, false
+}
+
+// parsePortNumber reads a port number as strtoul with base 0 does, which
+// iptables uses: leading white space and a '+' are skipped, "0x" starts
+// hex and a leading 0 octal ("--dport 010" is port 8, "080" is refused).
+func parsePortNumber(s string, max uint64) (uint64, bool) {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	s = strings.TrimPrefix(s, "+")
+	return parseCUint(s, max)
 }
 
 // parsePortRange parses "P", "P:Q", ":Q" and "P:" as iptables does for
@@ -62,8 +71,10 @@ func parsePortRange(s, proto string) (PortRange, bool) {
 			return r, false
 		}
 	}
-	// iptables refuses a reversed range ("invalid portrange (min > max)").
-	return r, r.Lo <= r.Hi
+	// iptables refuses a reversed range ("invalid portrange (min > max)")
+	// for tcp, but its udp match takes one, which then matches no port
+	// (docs/kernel-notes.md).
+	return r, r.Lo <= r.Hi || proto == "udp"
 }
 
 // TCPMatch is "-m tcp": ports, flags and options of TCP packets.
@@ -103,8 +114,8 @@ func init() {
 		newBuilder: func(*ruleCtx) builder { return &TCPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
 	registerMatch(&module{name: "udp", opts: portOpts,
 		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
-	registerMatch(&module{name: "udplite", opts: portOpts,
-		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts, lite: true} }})
+	// No "udplite" match: iptables 1.8.9 ships none ("Couldn't load match
+	// `udplite'"), so "-p udplite --dport 5" is an unknown option there.
 }
 
 // Module implements Match.
@@ -130,6 +141,11 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 			return fmt.Errorf("%w: %s: \"! --%s 0:65535\" (iptables-nft drops the whole match when printing it)", ErrUnsupported, mod, opt)
 		}
 		pr, inv = PortRange{pr.Hi + 1, 65535}, false
+	}
+	if !inv && pr == (PortRange{0, 65535}) {
+		// Every port: iptables-nft emits no test and prints none.
+		*r, *invp, *has = pr, false, false
+		return nil
 	}
 	*r, *invp, *has = pr, inv, true
 	return nil

@@ -52,16 +52,16 @@ type ruleParser struct {
 	jump     string // -j/-g argument when it is a chain, or a verdict
 	isGoto   bool
 	seen     ipOptSet       // IP-spec options already given
-	srcs     []netip.Prefix // -s with several comma-separated addresses
-	dsts     []netip.Prefix
+	srcs     []addrSpec // -s with several comma-separated addresses
+	dsts     []addrSpec
 	counter  *Counters // -c PKTS BYTES
 
 	// Inline storage: with the parser reused, a typical rule line needs no
 	// allocation for the bookkeeping below.
 	instBuf   [4]instance
 	instPtrs  [4]*instance
-	srcBuf    [1]netip.Prefix
-	dstBuf    [1]netip.Prefix
+	srcBuf    [1]addrSpec
+	dstBuf    [1]addrSpec
 	matchBuf  [3]Match
 	jumpBuf   JumpTarget
 	targetBuf instance
@@ -155,20 +155,20 @@ func parseRuleSpecWith(p *ruleParser, ctx ruleCtx, args []string) ([]*Rule, *Cou
 			one.r.Target = &one.jump
 		}
 		if len(p.srcs) == 1 {
-			one.r.IP.Src = p.srcs[0]
+			one.r.IP.Src, one.r.IP.SrcMask = p.srcs[0].pfx, p.srcs[0].mask
 		}
 		if len(p.dsts) == 1 {
-			one.r.IP.Dst = p.dsts[0]
+			one.r.IP.Dst, one.r.IP.DstMask = p.dsts[0].pfx, p.dsts[0].mask
 		}
 		one.list[0] = &one.r
 		return one.list[:], p.counter, nil
 	}
 	srcs, dsts := p.srcs, p.dsts
 	if len(srcs) == 0 {
-		srcs = []netip.Prefix{{}}
+		srcs = []addrSpec{{}}
 	}
 	if len(dsts) == 0 {
-		dsts = []netip.Prefix{{}}
+		dsts = []addrSpec{{}}
 	}
 	if len(p.rule.Matches) == 0 {
 		p.rule.Matches = nil
@@ -183,7 +183,7 @@ func parseRuleSpecWith(p *ruleParser, ctx ruleCtx, args []string) ([]*Rule, *Cou
 	for _, s := range srcs {
 		for _, d := range dsts {
 			r := p.rule
-			r.IP.Src, r.IP.Dst = s, d
+			r.IP.Src, r.IP.SrcMask, r.IP.Dst, r.IP.DstMask = s.pfx, s.mask, d.pfx, d.mask
 			rules = append(rules, &r)
 		}
 	}
@@ -336,17 +336,17 @@ func (p *ruleParser) setAddr(name string, inv bool, v string) error {
 	}
 	for rest := v; ; {
 		part, more, found := strings.Cut(rest, ",")
-		pfx, err := parseAddrMask(p.ctx.family, part)
+		pfx, mask, err := parseAddrMask(p.ctx.family, part)
 		if err != nil {
 			return err
 		}
-		list = append(list, pfx)
+		list = append(list, addrSpec{pfx, mask})
 		if !found {
 			break
 		}
 		rest = more
 	}
-	if inv && list[0].Bits() == 0 {
+	if inv && list[0].pfx.Bits() == 0 && !list[0].mask.IsValid() {
 		// The kernel refuses a negated match-everything address (EINVAL).
 		return fmt.Errorf("%w: \"! %s %s\" can never match", ErrBadValue, key, v)
 	}
@@ -361,19 +361,28 @@ func (p *ruleParser) setAddr(name string, inv bool, v string) error {
 	return nil
 }
 
+// addrSpec is one address of -s or -d.
+type addrSpec struct {
+	pfx  netip.Prefix
+	mask netip.Addr // a non-contiguous netmask, or the zero Addr
+}
+
 // parseAddrMask parses "ADDR", "ADDR/LEN" or "ADDR/MASK" as iptables does
-// for -s and -d; host bits are cleared, as iptables-save shows.
-func parseAddrMask(f Family, s string) (netip.Prefix, error) {
+// for -s and -d; host bits are cleared, as iptables-save shows. A
+// non-contiguous MASK is returned as mask, with the masked address as a
+// full-length prefix. An IPv4-mapped IPv6 address stays IPv6 in ip6tables,
+// which matches it as the 16-byte address.
+func parseAddrMask(f Family, s string) (netip.Prefix, netip.Addr, error) {
 	addrPart, maskPart, hasMask := strings.Cut(s, "/")
 	a, err := netip.ParseAddr(addrPart)
 	if err != nil || a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("%w: host/network %q not found (packetwalk resolves no names)", ErrBadValue, s)
+		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("%w: host/network %q not found (packetwalk resolves no names)", ErrBadValue, s)
 	}
-	if a.Is4In6() {
-		a = a.Unmap()
+	if f == IPv4 && a.Is4In6() {
+		a = a.Unmap() // iptables reads "::ffff:10.1.2.3" as 10.1.2.3
 	}
 	if (f == IPv4) != a.Is4() {
-		return netip.Prefix{}, fmt.Errorf("%w: %q is not an %s address", ErrBadValue, s, f)
+		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("%w: %q is not an %s address", ErrBadValue, s, f)
 	}
 	bits := a.BitLen()
 	if hasMask {
@@ -383,19 +392,44 @@ func parseAddrMask(f Family, s string) (netip.Prefix, error) {
 			bits = n
 		case err != nil:
 			m, err := netip.ParseAddr(maskPart)
-			if err != nil || m.BitLen() != a.BitLen() {
-				return netip.Prefix{}, fmt.Errorf("%w: invalid mask %q specified", ErrBadValue, maskPart)
+			if err != nil || m.BitLen() != a.BitLen() || m.Zone() != "" {
+				return netip.Prefix{}, netip.Addr{}, fmt.Errorf("%w: invalid mask %q specified", ErrBadValue, maskPart)
 			}
 			ones, ok := maskOnes(m)
 			if !ok {
-				return netip.Prefix{}, fmt.Errorf("%w: non-contiguous mask %q", ErrUnsupported, maskPart)
+				return netip.PrefixFrom(andAddr(a, m), a.BitLen()), m, nil
 			}
 			bits = ones
 		default:
-			return netip.Prefix{}, fmt.Errorf("%w: invalid mask %q specified", ErrBadValue, maskPart)
+			return netip.Prefix{}, netip.Addr{}, fmt.Errorf("%w: invalid mask %q specified", ErrBadValue, maskPart)
 		}
 	}
-	return netip.PrefixFrom(a, bits).Masked(), nil
+	return netip.PrefixFrom(a, bits).Masked(), netip.Addr{}, nil
+}
+
+// andAddr returns a & m; both are of one family.
+func andAddr(a, m netip.Addr) netip.Addr {
+	if a.Is4() {
+		x, y := a.As4(), m.As4()
+		for i := range x {
+			x[i] &= y[i]
+		}
+		return netip.AddrFrom4(x)
+	}
+	x, y := a.As16(), m.As16()
+	for i := range x {
+		x[i] &= y[i]
+	}
+	return netip.AddrFrom16(x)
+}
+
+// maskedEqual reports whether a & m == net, for an address a of the
+// family of m (false otherwise).
+func maskedEqual(a, m, net netip.Addr) bool {
+	if a.Is4() != m.Is4() {
+		return false
+	}
+	return andAddr(a, m) == net
 }
 
 // maskOnes returns the prefix length of a contiguous netmask.

@@ -262,6 +262,10 @@ type Rule struct {
 type IPSpec struct {
 	Src, Dst       netip.Prefix // invalid (zero) prefix: any address
 	InvSrc, InvDst bool
+	// SrcMask and DstMask, when valid, are a non-contiguous netmask
+	// ("-s 10.0.0.0/255.0.255.0"): the rule tests addr & mask == Src's
+	// address, Src then being a full-length prefix.
+	SrcMask, DstMask netip.Addr
 	In, Out        string // interface names; a trailing '+' is a prefix wildcard
 	InvIn, InvOut  bool
 	Proto          uint8 // 0: any protocol

@@ -107,12 +107,12 @@ func (r *Rule) appendSpec(b []byte, cnt *Counters) []byte {
 	if ip.Src.IsValid() && (ip.Src.Bits() > 0 || ip.InvSrc) { // iptables-save omits an address /0
 		b = appendNot(b, ip.InvSrc)
 		b = append(b, " -s "...)
-		b = appendLibcPrefix(b, ip.Src)
+		b = appendLibcMasked(b, ip.Src, ip.SrcMask)
 	}
 	if ip.Dst.IsValid() && (ip.Dst.Bits() > 0 || ip.InvDst) {
 		b = appendNot(b, ip.InvDst)
 		b = append(b, " -d "...)
-		b = appendLibcPrefix(b, ip.Dst)
+		b = appendLibcMasked(b, ip.Dst, ip.DstMask)
 	}
 	if ip.In != "" {
 		b = appendNot(b, ip.InvIn)
