@@ -51,7 +51,7 @@ type ruleParser struct {
 	targetAt int
 	jump     string // -j/-g argument when it is a chain, or a verdict
 	isGoto   bool
-	seen     ipOptSet       // IP-spec options already given
+	seen     ipOptSet   // IP-spec options already given
 	srcs     []addrSpec // -s with several comma-separated addresses
 	dsts     []addrSpec
 	counter  *Counters // -c PKTS BYTES

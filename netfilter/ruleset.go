@@ -266,11 +266,11 @@ type IPSpec struct {
 	// ("-s 10.0.0.0/255.0.255.0"): the rule tests addr & mask == Src's
 	// address, Src then being a full-length prefix.
 	SrcMask, DstMask netip.Addr
-	In, Out        string // interface names; a trailing '+' is a prefix wildcard
-	InvIn, InvOut  bool
-	Proto          uint8 // 0: any protocol
-	InvProto       bool
-	Fragment       Fragment
+	In, Out          string // interface names; a trailing '+' is a prefix wildcard
+	InvIn, InvOut    bool
+	Proto            uint8 // 0: any protocol
+	InvProto         bool
+	Fragment         Fragment
 }
 
 // Fragment is the -f test on IPv4 fragments.
