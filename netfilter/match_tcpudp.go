@@ -26,15 +26,19 @@ func (r PortRange) appendSave(b []byte) []byte {
 
 // parsePort parses a port number or a service name for proto.
 func parsePort(s, proto string) (uint16, bool) {
-	if n, ok := parsePortNumber(s, 65535); ok {
-		return uint16(n), true
-	}
-	if proto == "udp" || proto == "udplite" {
-		// iptables 1.8.9's udp match stores a larger number truncated to
-		// 16 bits (--dport 70000 saves as 4464), where tcp refuses it.
-		if n, ok := parsePortNumber(s, 1<<32-1); ok {
-			return uint16(n), true
+	if proto == "udp" {
+		// iptables 1.8.9's udp match reads a decimal number only (strtoul
+		// base 10: "010" is 10, "0x10" is refused) and stores it
+		// truncated to 16 bits (--dport 70000 saves as 4464), where tcp
+		// reads base 0 and refuses it.
+		t := strings.TrimPrefix(strings.TrimLeft(s, " \t\n\v\f\r"), "+")
+		if t != "" && t[0] != '+' && t[0] != '-' {
+			if n, err := strconv.ParseUint(t, 10, 64); err == nil {
+				return uint16(n), true
+			}
 		}
+	} else if n, ok := parsePortNumber(s, 65535); ok {
+		return uint16(n), true
 	}
 	if p, ok := serviceByName(s, proto); ok {
 		return p, true
