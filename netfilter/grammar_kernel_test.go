@@ -36,6 +36,7 @@ var grammarMatchSpecs = map[Family][]string{
 		"-d 2001:db8::1/ffff:0:ffff::",
 		"-d ::1.2.3.4/::ffff:ffff",
 		"-p udp -m udp --dport 100:50",
+		"-s ::ffff:10.1.2.0/120",
 	},
 }
 
@@ -88,6 +89,8 @@ var grammarMatchPackets = map[Family][]struct {
 		{"2001:db8:5::7", "2001:99:1::1", 1000, 9, []int{2, 4}},
 		{"2001:db8::ffff", "::1.2.3.4", 1000, 100, []int{2, 4, 6}},
 		{"2001:db9::", "::5:1.2.3.4", 1000, 60, []int{2, 4, 6}},
+		// The kernel passes an IPv4-mapped source to PREROUTING.
+		{"::ffff:10.1.2.3", "fd00:10::1", 1000, 9, []int{2, 4, 8}},
 	},
 }
 
