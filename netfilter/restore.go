@@ -139,6 +139,14 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 			if len(args) == 0 {
 				return fail(fmt.Errorf("%w: no command specified", ErrSyntax))
 			}
+			if trimmed := strings.TrimLeft(raw, " \t"); trimmed != raw || strings.TrimSpace(raw) == "COMMIT" {
+				switch {
+				case trimmed != "" && (trimmed[0] == '#' || trimmed[0] == ':' || trimmed[0] == '*'):
+					return fail(fmt.Errorf("%w: %q must start the line (iptables-restore trims no blanks)", ErrSyntax, trimmed[:1]))
+				case strings.TrimSpace(raw) == "COMMIT":
+					return fail(fmt.Errorf("%w: COMMIT must be alone on its line, without blanks", ErrSyntax))
+				}
+			}
 			if strings.HasPrefix(args[0], "*") {
 				return fail(atToken(args[0], fmt.Errorf("%w: table %s started before COMMIT of table %s (line %d)", ErrSyntax, args[0][1:], cur.id, curLine)))
 			}
