@@ -186,3 +186,23 @@ func lineDiff(want, got string) string {
 	}
 	return b.String()
 }
+
+// With -c, iptables-restore 1.8.9 requires a built-in chain's counters
+// ("invalid policy counters for chain 'INPUT'") and reads none for a user
+// chain, whatever its policy word.
+func TestRestoreChainCountersWithC(t *testing.T) {
+	_, err := ParseRestore(IPv4, []byte("*filter\n:FOO BOGUS [x]\n:INPUT DROP\nCOMMIT\n"))
+	var pe *ParseError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 3, pe.Line)
+	assert.ErrorIs(t, err, ErrBadValue)
+
+	_, err = ParseRestore(IPv4, []byte("*filter\n:INPUT DROP [x]\nCOMMIT\n"))
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 2, pe.Line)
+
+	rs, err := ParseRestore(IPv4, []byte("*filter\n:FOO BOGUS [x]\n:INPUT DROP [7:8] junk\nCOMMIT\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "*filter\n:INPUT DROP [7:8]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:FOO - [0:0]\nCOMMIT\n",
+		string(rs.AppendSave(nil, SaveOptions{Counters: true})))
+}

@@ -118,7 +118,6 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 				return fail(err)
 			}
 		default:
-			curUsed = true
 			line := raw
 			var cnt *Counters
 			if line[0] == '[' {
@@ -153,6 +152,11 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 			cmd, err := parseCommandWith(&scratch, rs.family, cur.id, args, false)
 			if err != nil {
 				return fail(err)
+			}
+			// Flushing, zeroing or deleting every chain creates no
+			// table in iptables-nft; any other command does.
+			if !(cmd.chain == "" && (cmd.op == "-F" || cmd.op == "-Z" || cmd.op == "-X")) {
+				curUsed = true
 			}
 			if setExists != nil {
 				if err := checkSets(cmd.rules, setExists); err != nil {
@@ -274,7 +278,11 @@ func restoreChainLine(t *Table, line string, opt RestoreOptions) error {
 		default:
 			return atToken(policy, fmt.Errorf("%w: invalid policy %q for built-in chain %q", ErrBadValue, policy, name))
 		}
-		if opt.Counters && len(f) >= 3 {
+		if opt.Counters {
+			// With -c, iptables-restore requires the counters.
+			if len(f) < 3 {
+				return atToken(name, fmt.Errorf("%w: invalid policy counters for chain %q (expected [PACKETS:BYTES])", ErrBadValue, name))
+			}
 			cnt, err := parseCounterPair(f[2])
 			if err != nil {
 				return err
