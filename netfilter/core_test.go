@@ -123,7 +123,13 @@ func TestInvertedPortRangeFromZero(t *testing.T) {
 	b, err := rs.AppendRules(nil, Filter, "INPUT", 0, false)
 	require.NoError(t, err)
 	assert.Equal(t, "-P INPUT ACCEPT\n-A INPUT -p tcp -m tcp --sport 6:65535\n-A INPUT -p udp -m udp --dport 65535\n-A INPUT -p tcp -m tcp ! --sport 5:65535\n", string(b))
-	assert.ErrorIs(t, rs.Exec("-A INPUT -p tcp ! --dport 0:65535"), ErrUnsupported)
+	// "! 0:65535" is left out of the rule: it matches every port and, being
+	// the match's only option, hides the whole match.
+	rs2 := NewRuleset(IPv4)
+	rs2.MustExec("-A INPUT -p tcp ! --dport 0:65535", "-A INPUT -p udp -m udp ! --sport 0:65535 --dport 5")
+	b, err = rs2.AppendRules(nil, Filter, "INPUT", 0, false)
+	require.NoError(t, err)
+	assert.Equal(t, "-P INPUT ACCEPT\n-A INPUT -p tcp\n-A INPUT -p udp -m udp --dport 5\n", string(b))
 	assert.ErrorIs(t, rs.Exec("-A INPUT -i! -j ACCEPT"), ErrBadValue)
 }
 

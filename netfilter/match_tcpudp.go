@@ -96,6 +96,10 @@ type TCPMatch struct {
 	InvOption bool
 	hasSrc    bool
 	hasDst    bool
+	// dropped is set by "! --sport 0:65535" or "! --dport 0:65535",
+	// which iptables-nft leaves out of the rule: it tests nothing and,
+	// alone, hides the whole match from the listing.
+	dropped bool
 }
 
 // UDPMatch is "-m udp" (and "-m udplite" with Lite set): ports of UDP packets.
@@ -104,6 +108,7 @@ type UDPMatch struct {
 	InvSrcPorts, InvDstPorts bool
 	hasSrc, hasDst           bool
 	lite                     bool
+	dropped                  bool // as TCPMatch.dropped
 }
 
 func init() {
@@ -133,7 +138,7 @@ func (m *UDPMatch) Module() string {
 	return "udp"
 }
 
-func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool, has *bool) error {
+func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool, has, dropped *bool) error {
 	pr, ok := parsePortRange(args[0], mod)
 	if !ok {
 		return badValue(mod, "--"+opt, args[0], "a port, a service name or a range PORT:PORT")
@@ -142,7 +147,10 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 		// iptables-nft stores "! 0:N" as the complement N+1:65535 and
 		// prints it that way (recorded with iptables 1.8.9).
 		if pr.Hi == 65535 {
-			return fmt.Errorf("%w: %s: \"! --%s 0:65535\" (iptables-nft drops the whole match when printing it)", ErrUnsupported, mod, opt)
+			// iptables-nft emits no test for it (the rule matches every
+			// port) and lists no trace of it (docs/kernel-notes.md).
+			*r, *invp, *has, *dropped = anyPorts, false, false, true
+			return nil
 		}
 		pr, inv = PortRange{pr.Hi + 1, 65535}, false
 	}
@@ -158,9 +166,9 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	switch opt {
 	case "sport":
-		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc)
+		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc, &m.dropped)
 	case "dport":
-		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst)
+		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst, &m.dropped)
 	case "syn", "tcp-flags":
 		if m.FlagsMask != 0 {
 			return fmt.Errorf("%w: only one of --syn and --tcp-flags", ErrMultipleFlags)
@@ -222,9 +230,9 @@ func (m *TCPMatch) done(c *ruleCtx) (any, error) {
 func (m *UDPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	mod := m.Module()
 	if opt == "sport" {
-		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc)
+		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc, &m.dropped)
 	}
-	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst)
+	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst, &m.dropped)
 }
 
 func (m *UDPMatch) done(c *ruleCtx) (any, error) {

@@ -237,17 +237,20 @@ func appendSRule(b []byte, c *Chain, r *Rule, verbose bool) []byte {
 // they are, without allocating.
 func shownMatches(r *Rule) []Match {
 	var nt, nu int
+	vanish := false
 	for _, m := range r.Matches {
 		switch m := m.(type) {
 		case *TCPMatch:
 			nt++
+			vanish = vanish || m.vanishes()
 		case *UDPMatch:
 			if !m.lite {
 				nu++
+				vanish = vanish || m.vanishes()
 			}
 		}
 	}
-	if nt < 2 && nu < 2 {
+	if nt < 2 && nu < 2 && !vanish {
 		return r.Matches
 	}
 	out := make([]Match, 0, len(r.Matches))
@@ -278,11 +281,37 @@ func shownMatches(r *Rule) []Match {
 		}
 		out = append(out, m)
 	}
-	return out
+	// A match left with nothing but "! --dport 0:65535" is not listed
+	// at all.
+	kept := out[:0]
+	for _, m := range out {
+		switch m := m.(type) {
+		case *TCPMatch:
+			if m.vanishes() {
+				continue
+			}
+		case *UDPMatch:
+			if m.vanishes() {
+				continue
+			}
+		}
+		kept = append(kept, m)
+	}
+	return kept
 }
+
+// vanishes reports whether iptables-nft lists m not at all: its only
+// options are inverted full port ranges.
+func (m *TCPMatch) vanishes() bool {
+	return m.dropped && !m.hasSrc && !m.hasDst && m.FlagsMask == 0 && !m.HasOption
+}
+
+// vanishes is TCPMatch.vanishes for udp.
+func (m *UDPMatch) vanishes() bool { return m.dropped && !m.hasSrc && !m.hasDst }
 
 // fold overlays the options o gives on m.
 func (m *TCPMatch) fold(o *TCPMatch) {
+	m.dropped = m.dropped || o.dropped
 	if o.hasSrc {
 		m.SrcPorts, m.InvSrcPorts, m.hasSrc = o.SrcPorts, o.InvSrcPorts, true
 	}
@@ -299,6 +328,7 @@ func (m *TCPMatch) fold(o *TCPMatch) {
 
 // fold overlays the options o gives on m.
 func (m *UDPMatch) fold(o *UDPMatch) {
+	m.dropped = m.dropped || o.dropped
 	if o.hasSrc {
 		m.SrcPorts, m.InvSrcPorts, m.hasSrc = o.SrcPorts, o.InvSrcPorts, true
 	}
