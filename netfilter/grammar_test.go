@@ -85,10 +85,6 @@ func grammarWant(t *testing.T, name string) string {
 	return s
 }
 
-// grammarUnmodelled are cases iptables-restore accepts and packetwalk
-// refuses by name (ErrUnsupported), with the reason.
-var grammarUnmodelled = map[string]string{}
-
 func TestGrammar(t *testing.T) {
 	ents, err := os.ReadDir(grammarDir)
 	require.NoError(t, err)
@@ -107,12 +103,6 @@ func TestGrammar(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in, err := os.ReadFile(filepath.Join(grammarDir, e.Name()))
 			require.NoError(t, err)
-			if why, ok := grammarUnmodelled[name]; ok {
-				h := NewHost(HostConfig{})
-				err := h.Restore(f, in, RestoreOptions{})
-				require.ErrorIs(t, err, ErrUnsupported, why)
-				return
-			}
 			want, got := grammarWant(t, name), grammarOut(t, name, f, in)
 			if want == "refused at line 0\n" {
 				// The kernel refused the commit; iptables-restore names
