@@ -131,6 +131,12 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 				ct.rules = append(ct.rules, crule{rule: r, chain: c, num: int32(i + 1), kind: vContinue, src: r.IP.Src, dst: r.IP.Dst,
 					matches: r.Matches[m0:m1:m1], m0: int32(m0)})
 				cr := &ct.rules[len(ct.rules)-1]
+				if r.IP.SrcMask.IsValid() {
+					cr.src = netip.Prefix{} // matchIP tests the mask
+				}
+				if r.IP.DstMask.IsValid() {
+					cr.dst = netip.Prefix{}
+				}
 				switch tg := r.Target.(type) {
 				case nil:
 				case *VerdictTarget:
@@ -243,8 +249,8 @@ func isComment(m Match) bool {
 	return ok
 }
 
-// chainDepth returns the longest chain of jumps below any chain of ct,
-// which validation has proven free of loops. It follows the resolved jump
+// chainDepth returns the longest chain of jumps below a base chain of
+// ct, which validation has proven free of loops. It follows the resolved jump
 // indexes, so it needs no lookup by name.
 func chainDepth(ct *ctable) int {
 	memo := make([]int32, len(ct.rules)) // by chain start; 0 = not yet, else depth+1
@@ -262,10 +268,12 @@ func chainDepth(ct *ctable) int {
 		memo[start] = int32(d + 1)
 		return d
 	}
+	// From the base chains only: chains out of their reach may loop, and
+	// nest as deep as they like (iptables-nft accepts both).
 	d := 0
-	for i := range ct.rules {
-		if i == 0 || ct.rules[i-1].end {
-			d = max(d, depth(i))
+	for _, e := range ct.entry {
+		if e >= 0 {
+			d = max(d, depth(e))
 		}
 	}
 	return d
@@ -290,6 +298,12 @@ func (r *crule) matchIP(p *Packet) bool {
 		return false
 	}
 	if r.dst.IsValid() && r.dst.Contains(p.Dst) == ip.InvDst {
+		return false
+	}
+	if ip.SrcMask.IsValid() && maskedEqual(p.Src, ip.SrcMask, ip.Src.Addr()) == ip.InvSrc {
+		return false
+	}
+	if ip.DstMask.IsValid() && maskedEqual(p.Dst, ip.DstMask, ip.Dst.Addr()) == ip.InvDst {
 		return false
 	}
 	if ip.In != "" && ifaceMatch(ip.In, p.In) == ip.InvIn {

@@ -53,7 +53,7 @@ const (
 // else, since any other match could have state or effects of its own.
 func classify(r *Rule) (indexClass, dispatchKey) {
 	ip := &r.IP
-	if !ip.Dst.IsValid() || ip.InvDst || ip.Dst.Bits() != ip.Dst.Addr().BitLen() {
+	if !ip.Dst.IsValid() || ip.InvDst || ip.Dst.Bits() != ip.Dst.Addr().BitLen() || ip.DstMask.IsValid() {
 		return notIndexed, dispatchKey{}
 	}
 	k := dispatchKey{dst: ip.Dst.Addr()}
@@ -63,7 +63,7 @@ func classify(r *Rule) (indexClass, dispatchKey) {
 		}
 		k.proto = ip.Proto
 	}
-	if ip.Src.IsValid() || ip.In != "" || ip.Out != "" || ip.Fragment != AnyFragment {
+	if ip.Src.IsValid() || ip.SrcMask.IsValid() || ip.In != "" || ip.Out != "" || ip.Fragment != AnyFragment {
 		return byDst, k
 	}
 	var port *PortRange

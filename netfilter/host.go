@@ -355,7 +355,7 @@ func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 func (h *Host) Restore(f Family, data []byte, opt RestoreOptions) error {
 	rs := h.rules[famIdx(f)].Clone()
 	var committed [numTables]*validated
-	err := rs.restore(data, opt, &committed)
+	err := rs.restore(data, opt, &committed, func(n string) bool { return h.sets.Get(n) != nil })
 	// Tables committed before an error stay, as in the kernel.
 	if lerr := h.load(rs, committed); lerr != nil && err == nil {
 		err = lerr

@@ -190,9 +190,12 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 		}
 		m.Proto = p
 	case "ctorigsrc", "ctorigdst", "ctreplsrc", "ctrepldst":
-		pfx, err := parseAddrMask(c.family, v)
+		pfx, mask, err := parseAddrMask(c.family, v)
 		if err != nil {
 			return err
+		}
+		if mask.IsValid() {
+			return fmt.Errorf("%w: conntrack --%s with a non-contiguous mask %q", ErrUnsupported, opt, v)
 		}
 		switch opt {
 		case "ctorigsrc":

@@ -126,7 +126,7 @@ func parseServicePort(s, proto string) (uint16, bool) {
 	if p, ok := serviceByName(s, proto); ok {
 		return p, true
 	}
-	n, ok := parseCUint(s, 65535)
+	n, ok := parsePortNumber(s, 65535)
 	return uint16(n), ok
 }
 

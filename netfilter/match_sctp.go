@@ -332,10 +332,11 @@ func (m *SCTPMatch) appendSave(b []byte) []byte {
 
 func (m *SCTPMatch) appendList(b []byte, numeric bool) []byte {
 	b = append(b, " sctp"...)
-	if m.HasSrc {
+	// -L leaves out a full range that is not inverted; save keeps it.
+	if m.HasSrc && (m.SrcPorts != anyPorts || m.InvSrcPorts) {
 		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, numeric, "sctp")
 	}
-	if m.HasDst {
+	if m.HasDst && (m.DstPorts != anyPorts || m.InvDstPorts) {
 		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, numeric, "sctp")
 	}
 	if m.HasChunks {

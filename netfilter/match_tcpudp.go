@@ -34,23 +34,44 @@ func parsePort(s, proto string) (uint16, bool) {
 	if s == "" {
 		return 0, false
 	}
-	if s[0] < '0' || s[0] > '9' {
-		// A name: skip the number parse, whose error would allocate.
-		if proto == "udp" || proto == "udplite" {
+	if proto == "udp" {
+		// strtoul base 10 after blanks and one '+': "010" is 10, "0x10"
+		// is not a number; the value is kept modulo 2^16.
+		t := strings.TrimPrefix(strings.TrimLeft(s, " \t\n\v\f\r"), "+")
+		if t != "" && t[0] >= '0' && t[0] <= '9' {
+			if n, err := strconv.ParseUint(t, 10, 64); err == nil {
+				return uint16(n), true
+			}
+		}
+		if isPortName(s) {
 			return serviceAnyProto(s)
 		}
+		return 0, false
+	}
+	if isPortName(s) {
+		// A name: skip the number parse, whose error would allocate.
 		return serviceByName(s, proto)
 	}
-	if proto == "udp" || proto == "udplite" {
-		if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-			return uint16(n), true
-		}
-		return serviceAnyProto(s)
-	}
-	if n, ok := parseCUint(s, 65535); ok {
+	if n, ok := parsePortNumber(s, 65535); ok {
 		return uint16(n), true
 	}
 	return serviceByName(s, proto)
+}
+
+// isPortName reports whether s cannot start a number (strtoul skips
+// blanks and a sign), so only a service name can match it.
+func isPortName(s string) bool {
+	c := s[0]
+	return !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == ' ' || c >= '\t' && c <= '\r')
+}
+
+// parsePortNumber reads a port number as strtoul with base 0 does, which
+// iptables uses: leading white space and a '+' are skipped, "0x" starts
+// hex and a leading 0 octal ("--dport 010" is port 8, "080" is refused).
+func parsePortNumber(s string, max uint64) (uint64, bool) {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	s = strings.TrimPrefix(s, "+")
+	return parseCUint(s, max)
 }
 
 // parsePortRange parses "P", "P:Q", ":Q" and "P:" as iptables does for
@@ -73,8 +94,10 @@ func parsePortRange(s, proto string) (PortRange, bool) {
 			return r, false
 		}
 	}
-	// iptables refuses a reversed range ("invalid portrange (min > max)").
-	return r, r.Lo <= r.Hi
+	// iptables refuses a reversed range ("invalid portrange (min > max)")
+	// for tcp, but its udp match takes one, which then matches no port
+	// (docs/kernel-notes.md).
+	return r, r.Lo <= r.Hi || proto == "udp"
 }
 
 // TCPMatch is "-m tcp": ports, flags and options of TCP packets.
@@ -92,6 +115,10 @@ type TCPMatch struct {
 	InvOption bool
 	hasSrc    bool
 	hasDst    bool
+	// dropped is set by "! --sport 0:65535" or "! --dport 0:65535",
+	// which iptables-nft leaves out of the rule: it tests nothing and,
+	// alone, hides the whole match from the listing.
+	dropped bool
 }
 
 // UDPMatch is "-m udp" or "-m udplite" (Module tells which): ports of UDP or
@@ -101,6 +128,7 @@ type UDPMatch struct {
 	InvSrcPorts, InvDstPorts bool
 	hasSrc, hasDst           bool
 	lite                     bool
+	dropped                  bool // as TCPMatch.dropped
 }
 
 func init() {
@@ -115,8 +143,8 @@ func init() {
 		newBuilder: func(*ruleCtx) builder { return &TCPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
 	registerMatch(&module{name: "udp", opts: portOpts,
 		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
-	registerMatch(&module{name: "udplite", opts: portOpts,
-		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts, lite: true} }})
+	// No "udplite" match: iptables 1.8.9 ships none ("Couldn't load match
+	// `udplite'"), so "-p udplite --dport 5" is an unknown option there.
 }
 
 // Module implements Match.
@@ -130,7 +158,7 @@ func (m *UDPMatch) Module() string {
 	return "udp"
 }
 
-func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool, has *bool) error {
+func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool, has, dropped *bool) error {
 	pr, ok := parsePortRange(args[0], mod)
 	if !ok {
 		return badValue(mod, "--"+opt, args[0], "a port, a service name or a range PORT:PORT")
@@ -139,9 +167,17 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 		// iptables-nft stores "! 0:N" as the complement N+1:65535 and
 		// prints it that way (recorded with iptables 1.8.9).
 		if pr.Hi == 65535 {
-			return fmt.Errorf("%w: %s: \"! --%s 0:65535\" (iptables-nft drops the whole match when printing it)", ErrUnsupported, mod, opt)
+			// iptables-nft emits no test for it (the rule matches every
+			// port) and lists no trace of it (docs/kernel-notes.md).
+			*r, *invp, *has, *dropped = anyPorts, false, false, true
+			return nil
 		}
 		pr, inv = PortRange{pr.Hi + 1, 65535}, false
+	}
+	if !inv && pr == (PortRange{0, 65535}) {
+		// Every port: iptables-nft emits no test and prints none.
+		*r, *invp, *has = pr, false, false
+		return nil
 	}
 	*r, *invp, *has = pr, inv, true
 	return nil
@@ -150,9 +186,9 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	switch opt {
 	case "sport":
-		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc)
+		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc, &m.dropped)
 	case "dport":
-		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst)
+		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst, &m.dropped)
 	case "syn", "tcp-flags":
 		if m.FlagsMask != 0 {
 			return fmt.Errorf("%w: only one of --syn and --tcp-flags", ErrMultipleFlags)
@@ -214,9 +250,9 @@ func (m *TCPMatch) done(c *ruleCtx) (any, error) {
 func (m *UDPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	mod := m.Module()
 	if opt == "sport" {
-		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc)
+		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc, &m.dropped)
 	}
-	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst)
+	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst, &m.dropped)
 }
 
 func (m *UDPMatch) done(c *ruleCtx) (any, error) {
