@@ -94,11 +94,10 @@ COMMIT
 	if err != nil {
 		panic(err)
 	}
-	t := printer{}
 	syn := netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:40000"), netip.MustParseAddrPort("10.0.0.1:22"), netfilter.SYN)
 	r := h.Receive("eth0", syn)
 	_ = netfiltertest.WriteTrace(os.Stdout, syn, r)
-	fmt.Println("rule 2 (ssh):", netfiltertest.Matched(t, r, netfilter.Filter, "INPUT", 2))
+	fmt.Println("rule 2 (ssh):", netfiltertest.Matched(r, netfilter.Filter, "INPUT", 2))
 
 	// The server's answer leaves through OUTPUT; the client's ACK then
 	// belongs to the connection and meets rule 1.
@@ -107,7 +106,7 @@ COMMIT
 	ack := netfiltertest.Reply(synAck, netfilter.ACK)
 	r = h.Receive("eth0", ack)
 	_ = netfiltertest.WriteTrace(os.Stdout, ack, r)
-	fmt.Println("rule 1 (established):", netfiltertest.Matched(t, r, netfilter.Filter, "INPUT", 1))
+	fmt.Println("rule 1 (established):", netfiltertest.Matched(r, netfilter.Filter, "INPUT", 1))
 	// Output:
 	// INPUT       filter INPUT                      #2  ACCEPT (ACCEPT)
 	//   => ACCEPT delivered to a local socket as 10.0.0.2:40000 → 10.0.0.1:22
