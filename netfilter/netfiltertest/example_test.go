@@ -75,7 +75,17 @@ COMMIT
 // *testing.T in examples.
 type printer struct{}
 
-func (printer) Errorf(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+func (printer) Errorf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	// testify's message starts with the caller's file and line, which
+	// differ from machine to machine: print from the error on, unindented.
+	if i := strings.Index(msg, "Error:"); i >= 0 {
+		msg = msg[i+len("Error:"):]
+	}
+	for line := range strings.Lines(msg) {
+		fmt.Println(strings.TrimSpace(line))
+	}
+}
 
 // A tracing host from NewHost, a connection through it and the answer
 // Reply builds: Matched tells which rules the packets hit, WriteTrace
@@ -145,4 +155,35 @@ func ExampleRulesets() {
 	// Output:
 	// <nil>
 	// 2
+}
+
+// AssertWithin compares floating-point probabilities; on failure it
+// reports both distributions, marking the keys that differ.
+func ExampleAssertWithin() {
+	h := netfilter.NewHost(netfilter.HostConfig{})
+	_ = h.AddInterface("eth0", netip.MustParsePrefix("10.0.0.1/24"))
+	err := h.Restore(netfilter.IPv4, []byte(`*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -m statistic --mode random --probability 0.1 -j DROP
+COMMIT
+`), netfilter.RestoreOptions{})
+	if err != nil {
+		panic(err)
+	}
+	outs, err := h.Explain("eth0", netfilter.UDP(netip.MustParseAddrPort("10.0.0.2:5000"), netip.MustParseAddrPort("10.0.0.1:53")))
+	if err != nil {
+		panic(err)
+	}
+	t := printer{}
+	fmt.Println(netfiltertest.AssertWithin(t, outs, netfiltertest.ByFate, map[string]float64{"dropped": 0.1, "delivered": 0.9}, 1e-9))
+	fmt.Println(netfiltertest.AssertWithin(t, outs, netfiltertest.ByFate, map[string]float64{"dropped": 0.2, "delivered": 0.8}, 0.01))
+	// Output:
+	// true
+	// distributions differ by more than 0.01
+	// key                      got              want             got-want
+	// *delivered               0.899999999907   0.800000000000   +0.1
+	// *dropped                 0.100000000093   0.200000000000   -0.1
+	// false
 }

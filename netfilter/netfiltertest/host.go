@@ -6,17 +6,17 @@ import (
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
-// Epoch is the time the clock of [NewHost] starts at. Any fixed time
-// would do: it makes conntrack timeouts and the "recent" match's ages the
+// Epoch returns the time the clock of [NewHost] starts at. Any fixed time
+// would do: it makes conntrack timeouts and the recent match's ages the
 // same on every run.
-var Epoch = time.Date(2020, 11, 6, 13, 56, 40, 0, time.UTC)
+func Epoch() time.Time { return time.Date(2020, 11, 6, 13, 56, 40, 0, time.UTC) }
 
 // NewHost returns a host configured by cfg, with tracing on (so that
 // [Matched] and [WriteTrace] have steps to read) and a manual clock
 // starting at [Epoch], which it also returns: time moves only when the
 // test calls Advance. The clock replaces cfg.Clock.
 func NewHost(cfg netfilter.HostConfig) (*netfilter.Host, *netfilter.ManualClock) {
-	clock := netfilter.NewManualClock(Epoch)
+	clock := netfilter.NewManualClock(Epoch())
 	cfg.Clock = clock
 	h := netfilter.NewHost(cfg)
 	h.Tracing = true
