@@ -1,4 +1,10 @@
-package pwtest
+// Package kubeproxytest generates the Kubernetes objects kube-proxy reads,
+// for property tests of the rules kubeproxy.Generate writes: [Services]
+// draws valid Services and [EndpointSets] the EndpointSlices of one, as
+// pgregory.net/rapid generators. The engine's helpers (probability
+// assertions, packet and ruleset generators, trace printing) are in
+// [netfiltertest], which does not depend on the Kubernetes API.
+package kubeproxytest
 
 import (
 	"fmt"
@@ -10,6 +16,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 // ServiceOptions configures [Services]. The zero value draws IPv4
@@ -75,7 +83,7 @@ func Services(opts ServiceOptions) *rapid.Generator[corev1.Service] {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rapid.StringMatching(`svc-[a-z][a-z0-9]{0,6}`).Draw(t, "name")},
 			Spec: corev1.ServiceSpec{
 				Type:      typ,
-				ClusterIP: AddrIn(cips, rapid.Uint64().Draw(t, "clusterIP")).String(),
+				ClusterIP: netfiltertest.AddrIn(cips, rapid.Uint64().Draw(t, "clusterIP")).String(),
 			},
 		}
 		s.Spec.ClusterIPs = []string{s.Spec.ClusterIP}
@@ -96,7 +104,7 @@ func Services(opts ServiceOptions) *rapid.Generator[corev1.Service] {
 			s.Spec.Ports = append(s.Spec.Ports, sp)
 		}
 		if typ == corev1.ServiceTypeLoadBalancer {
-			ip := AddrIn(lbs, rapid.Uint64().Draw(t, "lbIP")).String()
+			ip := netfiltertest.AddrIn(lbs, rapid.Uint64().Draw(t, "lbIP")).String()
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
 		}
 		if opts.Policies {
@@ -195,7 +203,7 @@ func EndpointSets(svc corev1.Service, opts EndpointOptions) *rapid.Generator[[]d
 		}
 		for i, h := range hs {
 			node := rapid.SampledFrom(nodes).Draw(t, "node")
-			e := discoveryv1.Endpoint{Addresses: []string{AddrIn(prefix, h).String()}, NodeName: &node}
+			e := discoveryv1.Endpoint{Addresses: []string{netfiltertest.AddrIn(prefix, h).String()}, NodeName: &node}
 			if !opts.AllReady {
 				e.Conditions = conditions(rapid.IntRange(0, 4).Draw(t, "conditions"))
 			}

@@ -1,4 +1,4 @@
-package pwtest_test
+package netfiltertest_test
 
 import (
 	"math/big"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/packetwalk/packetwalk/netfilter"
-	"github.com/packetwalk/packetwalk/pwtest"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 func TestAssertExactKubeProxyFiveEndpoints(t *testing.T) {
@@ -18,8 +18,8 @@ func TestAssertExactKubeProxyFiveEndpoints(t *testing.T) {
 	outs, err := h.Explain("eth0", client(0))
 	require.NoError(t, err)
 
-	require.True(t, pwtest.AssertExact(t, outs, pwtest.ByDestination, webWant(5)))
-	d := pwtest.Distribute(outs, pwtest.ByDestination)
+	require.True(t, netfiltertest.AssertExact(t, outs, netfiltertest.ByDestination, webWant(5)))
+	d := netfiltertest.Distribute(outs, netfiltertest.ByDestination)
 	assert.Equal(t, "1/1", d.Total().String())
 	// The quantised cascade: 0.2, 0.25, 0.3333333333, 0.5 stored as
 	// lround(p·2^31).
@@ -33,7 +33,7 @@ func TestAssertExactKubeProxyFiveEndpoints(t *testing.T) {
 	for _, ep := range webEndpoints(5) {
 		fifth[ep] = 0.2
 	}
-	assert.True(t, pwtest.AssertWithin(t, outs, pwtest.ByDestination, fifth, 1e-9))
+	assert.True(t, netfiltertest.AssertWithin(t, outs, netfiltertest.ByDestination, fifth, 1e-9))
 }
 
 func TestAssertFailureMessages(t *testing.T) {
@@ -48,10 +48,10 @@ func TestAssertFailureMessages(t *testing.T) {
 		want []string
 	}{
 		{"exact ideal halves", func(r *recorder) bool {
-			return pwtest.AssertExact(r, outs, pwtest.ByDestination, map[netip.AddrPort]*big.Rat{eps[0]: big.NewRat(1, 2), eps[1]: big.NewRat(1, 2)})
+			return netfiltertest.AssertExact(r, outs, netfiltertest.ByDestination, map[netip.AddrPort]*big.Rat{eps[0]: big.NewRat(1, 2), eps[1]: big.NewRat(1, 2)})
 		}, nil},
 		{"exact wrong", func(r *recorder) bool {
-			return pwtest.AssertExact(r, outs, pwtest.ByDestination, map[netip.AddrPort]*big.Rat{eps[0]: big.NewRat(1, 3), eps[1]: big.NewRat(2, 3)})
+			return netfiltertest.AssertExact(r, outs, netfiltertest.ByDestination, map[netip.AddrPort]*big.Rat{eps[0]: big.NewRat(1, 3), eps[1]: big.NewRat(2, 3)})
 		}, []string{
 			"distributions differ exactly",
 			"*10.244.1.2:8080         0.500000000000   0.333333333333   +0.167",
@@ -59,16 +59,16 @@ func TestAssertFailureMessages(t *testing.T) {
 			"*10.244.1.3:8080         0.500000000000   0.666666666667   -0.167",
 		}},
 		{"exact missing key", func(r *recorder) bool {
-			return pwtest.AssertExact(r, outs, pwtest.ByDestination, map[netip.AddrPort]*big.Rat{eps[0]: big.NewRat(1, 1)})
+			return netfiltertest.AssertExact(r, outs, netfiltertest.ByDestination, map[netip.AddrPort]*big.Rat{eps[0]: big.NewRat(1, 1)})
 		}, []string{"*10.244.1.3:8080         0.500000000000   0.000000000000   +0.5", "exact: got 1/2, want 0"}},
 		{"within", func(r *recorder) bool {
-			return pwtest.AssertWithin(r, outs, pwtest.ByDestination, map[netip.AddrPort]float64{eps[0]: 0.49, eps[1]: 0.51}, 0.02)
+			return netfiltertest.AssertWithin(r, outs, netfiltertest.ByDestination, map[netip.AddrPort]float64{eps[0]: 0.49, eps[1]: 0.51}, 0.02)
 		}, nil},
 		{"not within", func(r *recorder) bool {
-			return pwtest.AssertWithin(r, outs, pwtest.ByDestination, map[netip.AddrPort]float64{eps[0]: 0.4, eps[1]: 0.6}, 0.05)
+			return netfiltertest.AssertWithin(r, outs, netfiltertest.ByDestination, map[netip.AddrPort]float64{eps[0]: 0.4, eps[1]: 0.6}, 0.05)
 		}, []string{"distributions differ by more than 0.05", "*10.244.1.2:8080         0.500000000000   0.400000000000   +0.1"}},
 		{"by fate", func(r *recorder) bool {
-			return pwtest.AssertExact(r, outs, pwtest.ByFate, map[string]*big.Rat{"forwarded": big.NewRat(1, 1)})
+			return netfiltertest.AssertExact(r, outs, netfiltertest.ByFate, map[string]*big.Rat{"forwarded": big.NewRat(1, 1)})
 		}, nil},
 	}
 	for _, tt := range tests {
@@ -92,7 +92,7 @@ func TestDistributeMergesKeys(t *testing.T) {
 	outs, err := h.Explain("eth0", client(0))
 	require.NoError(t, err)
 	require.Len(t, outs, 3)
-	d := pwtest.Distribute(outs, func(r netfilter.Result) netip.Addr { return r.Packet.Src })
+	d := netfiltertest.Distribute(outs, func(r netfilter.Result) netip.Addr { return r.Packet.Src })
 	require.Len(t, d, 1)
 	for _, p := range d {
 		assert.Equal(t, "1/1", p.String())

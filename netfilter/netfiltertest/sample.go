@@ -1,4 +1,4 @@
-package pwtest
+package netfiltertest
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ func Sample[K comparable](h *netfilter.Host, iface string, n int, packet func(i 
 			r = h.Receive(iface, packet(i))
 		}
 		if r.Err != nil {
-			return counts, fmt.Errorf("pwtest: packet %d: %w", i, r.Err)
+			return counts, fmt.Errorf("netfiltertest: packet %d: %w", i, r.Err)
 		}
 		counts[key(r)]++
 	}

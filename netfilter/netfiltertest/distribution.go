@@ -1,4 +1,4 @@
-package pwtest
+package netfiltertest
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package pwtest_test
+package netfiltertest_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
-	"github.com/packetwalk/packetwalk/pwtest"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 // TestKernelRulesetsRestore checks that the documents Rulesets generates
@@ -15,12 +15,12 @@ import (
 // loading 100 of each (Example(i), deterministic) into a fresh namespace.
 func TestKernelRulesetsRestore(t *testing.T) {
 	kerneltest.Require(t)
-	ns := kerneltest.NewNS(t, "pw-pwtest-")
+	ns := kerneltest.NewNS(t, "pw-nftest-")
 	for _, tc := range []struct {
 		fam  netfilter.Family
 		tool string
 	}{{netfilter.IPv4, "iptables-restore"}, {netfilter.IPv6, "ip6tables-restore"}} {
-		g := pwtest.Rulesets(pwtest.RulesetOptions{Family: tc.fam})
+		g := netfiltertest.Rulesets(netfiltertest.RulesetOptions{Family: tc.fam})
 		for i := range 100 {
 			doc := g.Example(i)
 			_, stderr, err := ns.Exec(doc, tc.tool)

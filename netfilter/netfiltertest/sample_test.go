@@ -1,4 +1,4 @@
-package pwtest_test
+package netfiltertest_test
 
 import (
 	"math"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/packetwalk/packetwalk/netfilter"
-	"github.com/packetwalk/packetwalk/pwtest"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 // TestSampleChiSquareFiveEndpoints sends 10,000 new connections to a
@@ -21,7 +21,7 @@ func TestSampleChiSquareFiveEndpoints(t *testing.T) {
 	outs, err := h.Explain("eth0", client(0))
 	require.NoError(t, err)
 
-	counts, err := pwtest.Sample(h, "eth0", n, client, pwtest.ByDestination)
+	counts, err := netfiltertest.Sample(h, "eth0", n, client, netfiltertest.ByDestination)
 	require.NoError(t, err)
 	total := 0
 	for ep, c := range counts {
@@ -29,15 +29,15 @@ func TestSampleChiSquareFiveEndpoints(t *testing.T) {
 		total += c
 	}
 	require.Equal(t, n, total)
-	stat, p, df := pwtest.ChiSquare(counts, outs, pwtest.ByDestination)
+	stat, p, df := netfiltertest.ChiSquare(counts, outs, netfiltertest.ByDestination)
 	t.Logf("counts %v: chi2 = %.3f, df = %d, p = %.4f", counts, stat, df, p)
 	assert.Equal(t, 4, df)
 	assert.Greater(t, p, 1e-3)
 
-	again, err := pwtest.Sample(webNode(t, 42, 5), "eth0", n, client, pwtest.ByDestination)
+	again, err := netfiltertest.Sample(webNode(t, 42, 5), "eth0", n, client, netfiltertest.ByDestination)
 	require.NoError(t, err)
 	assert.Equal(t, counts, again)
-	other, err := pwtest.Sample(webNode(t, 43, 5), "eth0", n, client, pwtest.ByDestination)
+	other, err := netfiltertest.Sample(webNode(t, 43, 5), "eth0", n, client, netfiltertest.ByDestination)
 	require.NoError(t, err)
 	assert.NotEqual(t, counts, other)
 }
@@ -49,10 +49,10 @@ func TestSampleConnectionsStick(t *testing.T) {
 	h := webNode(t, 7, 5)
 	outs, err := h.Explain("eth0", client(0))
 	require.NoError(t, err)
-	counts, err := pwtest.Sample(h, "eth0", 200, func(int) netfilter.Packet { return client(0) }, pwtest.ByDestination)
+	counts, err := netfiltertest.Sample(h, "eth0", 200, func(int) netfilter.Packet { return client(0) }, netfiltertest.ByDestination)
 	require.NoError(t, err)
 	require.Len(t, counts, 1)
-	stat, p, df := pwtest.ChiSquare(counts, outs, pwtest.ByDestination)
+	stat, p, df := netfiltertest.ChiSquare(counts, outs, netfiltertest.ByDestination)
 	assert.Equal(t, 4, df)
 	assert.Greater(t, stat, 700.0) // 200 on one of five: (160²+4·40²)/40
 	assert.Less(t, p, 1e-100)
@@ -81,7 +81,7 @@ func TestChiSquareEdges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stat, p, df := pwtest.ChiSquare(tt.observed, outs, pwtest.ByDestination)
+			stat, p, df := netfiltertest.ChiSquare(tt.observed, outs, netfiltertest.ByDestination)
 			assert.InDelta(t, tt.stat, stat, 1e-6)
 			assert.InDelta(t, tt.p, p, 1e-9)
 			assert.Equal(t, tt.df, df)
@@ -89,7 +89,7 @@ func TestChiSquareEdges(t *testing.T) {
 	}
 
 	// A single possible fate: nothing to test.
-	stat, p, df := pwtest.ChiSquare(map[string]int{"forwarded": 9}, outs, pwtest.ByFate)
+	stat, p, df := netfiltertest.ChiSquare(map[string]int{"forwarded": 9}, outs, netfiltertest.ByFate)
 	assert.Equal(t, []float64{0, 1}, []float64{stat, p})
 	assert.Equal(t, 0, df)
 }
@@ -98,8 +98,8 @@ func TestChiSquareEdges(t *testing.T) {
 // under some key.
 func TestSampleStopsAtARefusedPacket(t *testing.T) {
 	h := webNode(t, 7, 5)
-	counts, err := pwtest.Sample(h, "eht0", 10, client, pwtest.ByDestination)
+	counts, err := netfiltertest.Sample(h, "eht0", 10, client, netfiltertest.ByDestination)
 	require.ErrorIs(t, err, netfilter.ErrUnknownInterface)
 	assert.Empty(t, counts)
-	assert.Contains(t, err.Error(), "pwtest: packet 0: ")
+	assert.Contains(t, err.Error(), "netfiltertest: packet 0: ")
 }
