@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -321,6 +322,16 @@ func (r *grammarRun) report(t *testing.T, took time.Duration) {
 		g.n++
 	}
 	sort.Strings(keys)
+	if os.Getenv("PACKETWALK_GRAMMAR_VERBOSE") != "" { // every divergence, one per line, for triage
+		for _, d := range r.divs {
+			t.Logf("DIV\t%d\t%s\t%s\t%s\t%q", d.c.Index, cmp.Or(d.known, "-"), d.kind, d.c.Rule, firstLine(d.text))
+		}
+	}
+	if os.Getenv("PACKETWALK_GRAMMAR_VERBOSE") != "" { // every divergence, one per line, for triage
+		for _, d := range r.divs {
+			t.Logf("DIV\t%d\t%s\t%s\t%s\t%q", d.c.Index, cmp.Or(d.known, "-"), d.kind, d.c.Rule, firstLine(d.text))
+		}
+	}
 	for _, k := range keys {
 		g := groups[k]
 		t.Logf("%4d × %s\n  example: %s%s\n  %s", g.n, k, g.example.c, g.example.text, replayHint(r.seed, g.example.c.Index))
@@ -661,6 +672,15 @@ func (r *grammarRun) packets(lab *kerneltest.Lab, acc []gCase) error {
 		}
 	}
 	return nil
+}
+
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "Error occurred") {
+			return l
+		}
+	}
+	return ""
 }
 
 func packetList(ps []genPacket) string {

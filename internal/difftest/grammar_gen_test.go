@@ -201,6 +201,12 @@ func (g *gramGen) spell(names ...string) string {
 	if len(s) > 3 && g.chance(6) {
 		s = s[:2+g.n(len(s)-2)]
 	}
+	if s == "help" {
+		// "--help" is an option of its own: iptables-restore prints the
+		// help and exits 0 without loading anything (docs/kernel-notes.md),
+		// which would void a whole batch.
+		s = names[0]
+	}
 	return "--" + s
 }
 
