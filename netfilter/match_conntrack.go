@@ -192,8 +192,10 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 			return bad("states INVALID, NEW, RELATED, ESTABLISHED, UNTRACKED, SNAT, DNAT")
 		}
 	case "ctproto":
+		// iptables 1.8.9 takes protocol 0 ("all", "0"): it prints
+		// "--ctproto 0" and the rule matches no connection.
 		p, ok := parseProto(strings.ToLower(v))
-		if !ok || p == 0 {
+		if !ok {
 			return bad("a protocol name or number")
 		}
 		m.Proto = p

@@ -106,6 +106,9 @@ func (m *RecentMatch) done(*ruleCtx) (any, error) {
 		return nil, fmt.Errorf("%w: recent: you must specify one of --set, --rcheck, --update or --remove", ErrMissingArgument)
 	case m.Reap && m.Seconds == 0:
 		return nil, fmt.Errorf("%w: recent: option \"--reap\" also requires \"--seconds\"", ErrMissingArgument)
+	case m.TTL && (m.Mode == RecentSet || m.Mode == RecentRemove):
+		// libxt_recent refuses it in either order.
+		return nil, fmt.Errorf("%w: recent: option \"--rttl\" cannot be used together with \"--%s\"", ErrIncompatibleOpts, recentModeNames[m.Mode][0])
 	case (m.Seconds != 0 || m.HitCount != 0) && m.Mode != RecentCheck && m.Mode != RecentUpdate:
 		// The kernel refuses the rule (EINVAL).
 		return nil, fmt.Errorf("%w: recent: --seconds and --hitcount need --rcheck or --update", ErrIncompatibleOpts)

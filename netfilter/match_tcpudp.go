@@ -83,12 +83,13 @@ type TCPMatch struct {
 	hasDst    bool
 }
 
-// UDPMatch is "-m udp" (and "-m udplite" with Lite set): ports of UDP packets.
+// UDPMatch is "-m udp": ports of UDP packets. iptables 1.8.9 has no
+// udplite extension ("Couldn't load match `udplite'"), so neither
+// "-m udplite" nor the port options after "-p udplite" exist.
 type UDPMatch struct {
 	SrcPorts, DstPorts       PortRange
 	InvSrcPorts, InvDstPorts bool
 	hasSrc, hasDst           bool
-	lite                     bool
 }
 
 func init() {
@@ -103,20 +104,13 @@ func init() {
 		newBuilder: func(*ruleCtx) builder { return &TCPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
 	registerMatch(&module{name: "udp", opts: portOpts,
 		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
-	registerMatch(&module{name: "udplite", opts: portOpts,
-		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts, lite: true} }})
 }
 
 // Module implements Match.
 func (m *TCPMatch) Module() string { return "tcp" }
 
 // Module implements Match.
-func (m *UDPMatch) Module() string {
-	if m.lite {
-		return "udplite"
-	}
-	return "udp"
-}
+func (m *UDPMatch) Module() string { return "udp" }
 
 func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool, has *bool) error {
 	pr, ok := parsePortRange(args[0], mod)
@@ -208,11 +202,7 @@ func (m *UDPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 }
 
 func (m *UDPMatch) done(c *ruleCtx) (any, error) {
-	p := ProtoUDP
-	if m.lite {
-		p = ProtoUDPLite
-	}
-	if err := needProto(c, m.Module(), p); err != nil {
+	if err := needProto(c, m.Module(), ProtoUDP); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -221,6 +211,13 @@ func (m *UDPMatch) done(c *ruleCtx) (any, error) {
 // needProto refuses a protocol match on a rule whose -p is another
 // protocol, as the kernel's checkentry does.
 func needProto(c *ruleCtx, mod string, p uint8) error {
+	if c.ip.Proto == p && c.ip.InvProto && (p == ProtoTCP || p == ProtoUDP) {
+		// iptables-nft and the kernel take "! -p tcp -m tcp" (and udp);
+		// the match then reads any other protocol's header as TCP or UDP
+		// (and drops a packet too short for that header), which
+		// packetwalk does not model.
+		return fmt.Errorf("%w: %s match after \"! -p %s\"", ErrUnsupported, mod, protoName(p))
+	}
 	if c.ip.Proto != p || c.ip.InvProto {
 		return fmt.Errorf("%w: %s match needs \"-p %s\"", ErrNotAllowed, mod, protoName(p))
 	}
