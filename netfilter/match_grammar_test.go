@@ -61,6 +61,10 @@ var matchGrammarVectors = []grammarVector{
 	{"-m conntrack --ctrepldstport 65536", "-A INPUT -m conntrack --ctrepldstport 0", false},
 	{"-m conntrack --ctrepldstport 080", "-A INPUT -m conntrack --ctrepldstport 80", false},
 	{"-m conntrack --ctorigsrcport 0x50", "", false},
+	// Conntrack addresses keep their host bits.
+	{"-m conntrack --ctorigdst 10.1.2.3/8", "-A INPUT -m conntrack --ctorigdst 10.1.2.3/8", false},
+	{"-m conntrack ! --ctreplsrc 10.1.2.3/255.255.0.0", "-A INPUT -m conntrack ! --ctreplsrc 10.1.2.3/16", false},
+	{"-m conntrack --ctorigsrc 10.1.2.3/32", "-A INPUT -m conntrack --ctorigsrc 10.1.2.3", false},
 	// Protocol 0 is taken and never matches a connection.
 	{"-m conntrack --ctproto all", "-A INPUT -m conntrack --ctproto 0", false},
 	{"-m conntrack --ctproto 0", "-A INPUT -m conntrack --ctproto 0", false},

@@ -54,8 +54,34 @@ func replayHint(seed uint64, i int) string {
 	return fmt.Sprintf("replay: PACKETWALK_KERNEL=1 PACKETWALK_GRAMMAR_SEED=%d PACKETWALK_GRAMMAR_CASE=%d go test -run 'Grammar' ./internal/difftest/", seed, i)
 }
 
-// parseCase runs packetwalk's restore parser on one case, turning a panic
-// into an error that says so.
+// The objects generated rules may name: an accounting object and an ipset
+// that exist on both sides (the generator also names ones that do not).
+const (
+	gNFAcct = "pwacct"
+	gIPSet  = "pwset"
+)
+
+// grammarHost is a simulated node with the objects generated rules name,
+// as the namespaces of the kernel comparison have them.
+func grammarHost() *netfilter.Host {
+	h := newSimHost()
+	mustNoErr(h.AddNFAcct(gNFAcct))
+	mustNoErr(h.Sets().Create(gIPSet, "hash:ip", false))
+	return h
+}
+
+// grammarNSSetup creates those objects in a namespace.
+func grammarNSSetup(ns *kerneltest.NS) error {
+	if _, _, err := ns.Exec("", "nfacct", "add", gNFAcct); err != nil {
+		return err
+	}
+	_, err := ns.IPSet("create", gIPSet, "hash:ip")
+	return err
+}
+
+// parseCase loads one case into a fresh simulated host, as a node's
+// iptables-restore would (objects named by rules must exist), turning a
+// panic into an error that says so.
 func parseCase(fam netfilter.Family, text string) (rs *netfilter.Ruleset, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -63,7 +89,11 @@ func parseCase(fam netfilter.Family, text string) (rs *netfilter.Ruleset, err er
 			rs = nil
 		}
 	}()
-	return netfilter.ParseRestore(fam, []byte(text))
+	h := grammarHost()
+	if err := h.Restore(fam, []byte(text), netfilter.RestoreOptions{}); err != nil {
+		return nil, err
+	}
+	return h.Ruleset(fam), nil
 }
 
 // TestGrammarCasesParse needs no kernel: every generated case is accepted
@@ -128,6 +158,7 @@ type knownClass struct {
 var (
 	reRange       = regexp.MustCompile(`^([0-9a-zA-Z]*):([0-9a-zA-Z]*)$`)
 	reDottedMask  = regexp.MustCompile(`/(\d+)\.(\d+)\.(\d+)\.(\d+)(,|$)`)
+	reProto       = regexp.MustCompile(`(?:^| )(?:-p|--pr[a-z]*) ([A-Za-z0-9-]+)`)
 	reModuleToken = regexp.MustCompile(`(?:^| )(?:-m|--m[a-z]*) ([a-z0-9]+)`)
 )
 
@@ -144,6 +175,14 @@ var knownDivergences = []knownClass{
 		mods := map[string]int{}
 		for _, m := range reModuleToken.FindAllStringSubmatch(c.Rule, -1) {
 			mods[m[1]]++
+		}
+		// -p loads its protocol's match implicitly: with a -m of the same
+		// match, iptables merges the two.
+		if m := reProto.FindStringSubmatch(c.Rule); m != nil {
+			if implicit := map[string]string{"tcp": "tcp", "6": "tcp", "udp": "udp", "17": "udp", "sctp": "sctp", "132": "sctp",
+				"icmp": "icmp", "1": "icmp", "ipv6-icmp": "icmp6", "icmpv6": "icmp6", "58": "icmp6"}[strings.ToLower(m[1])]; implicit != "" {
+				mods[implicit]++
+			}
 		}
 		for _, n := range mods {
 			if n > 1 {
@@ -197,9 +236,7 @@ var knownDivergences = []knownClass{
 	}},
 	{"user chain with a policy", func(c gCase) bool { return c.Policy != "" }},
 	{"restore line handling (CRLF, blank lines, indented comments)", func(c gCase) bool { return c.Noise != "" }},
-	{"-m set / SET with a missing set", func(c gCase) bool {
-		return strings.Contains(c.Rule, "nosuchset") || strings.Contains(c.Rule, "pwset")
-	}},
+	{"-m set / SET with a missing set", func(c gCase) bool { return strings.Contains(c.Rule, "nosuchset") }},
 	{"service names (full netbase table)", func(c gCase) bool {
 		for _, tok := range strings.FieldsFunc(c.Rule, func(r rune) bool { return r == ' ' || r == ',' || r == ':' || r == '-' }) {
 			if slices.Contains(services, tok) {
@@ -210,7 +247,92 @@ var knownDivergences = []knownClass{
 	}},
 }
 
+// foundElsewhere are divergence classes this test found whose fix belongs
+// in the rule parser, validation or the listings (netfilter/parse_rule.go,
+// validate.go, list.go), files other branches are changing: they are left
+// for those, and skipped here like knownDivergences until fixed. Each names
+// the real behaviour (iptables 1.8.9, checked with iptables-restore).
+var foundElsewhere = []knownClass{
+	// iptables drops "-i +" and "-o +" (a wildcard matching every name):
+	// not in iptables-save or -S, "*" in -L.
+	{"bare \"+\" interface", func(c gCase) bool { return reBarePlus.MatchString(c.Rule) }},
+	// inet_aton forms: octets with leading zeros (octal), fewer than four
+	// parts ("1.2.3" is 1.2.0.3); and an invalid IPv6 address with /0.
+	{"IPv4 addresses in inet_aton forms (leading zeros, short)", func(c gCase) bool {
+		for _, piece := range strings.FieldsFunc(c.Rule, func(r rune) bool { return strings.ContainsRune(" ,/-:[]", r) }) {
+			if !reDotted.MatchString(piece) {
+				continue
+			}
+			parts := strings.Split(piece, ".")
+			if len(parts) < 4 {
+				return true
+			}
+			for _, o := range parts {
+				if len(o) > 1 && o[0] == '0' {
+					return true
+				}
+			}
+		}
+		return strings.Contains(c.Rule, "1:2:3:4:5:6:7:8:9")
+	}},
+	// iptables takes "/" in interface names.
+	{"interface name with \"/\"", func(c gCase) bool { return strings.Contains(c.Rule, "eth/0") }},
+	// getopt_long's table holds all of iptables' long options (--help,
+	// --replace, --rename-chain, --table, --verbose...), so "--he" or
+	// "--re" may be ambiguous where packetwalk's expansion sees one match.
+	{"abbreviations ambiguous with iptables' command options", func(c gCase) bool {
+		for _, tok := range strings.Fields(c.Rule) {
+			if !strings.HasPrefix(tok, "--") || len(tok) < 3 {
+				continue
+			}
+			for _, o := range iptablesCommandOptions {
+				if strings.HasPrefix(o, tok[2:]) {
+					return true
+				}
+			}
+		}
+		return false
+	}},
+	// The kernel takes a jump of a user chain to itself when no base chain
+	// reaches it; packetwalk refuses the loop.
+	{"self-jump in an unreferenced user chain", func(c gCase) bool {
+		return c.Chain == userChain && reJumpUser.MatchString(c.Rule)
+	}},
+	// "!" on -s or -d is refused when either of them lists several
+	// addresses, not only the inverted one.
+	{"! with a multi-address -s/-d", func(c gCase) bool {
+		return reAddrList.MatchString(c.Rule) && reInvAddr.MatchString(c.Rule)
+	}},
+	// After an option that takes no "!", a "!" is its argument
+	// ("--comment !" is the comment "!").
+	{"\"!\" after an option (old syntax or as an argument)", func(c gCase) bool { return reBangAfter.MatchString(c.Rule) }},
+	// "! -p udp --dport 53" loads udp implicitly in iptables.
+	{"implicit protocol match after \"! -p\"", func(c gCase) bool { return reInvProto.MatchString(c.Rule) }},
+}
+
+// iptablesCommandOptions are the long options of iptables' own getopt
+// table that packetwalk's abbreviation expansion does not know
+// (iptables-generic.txt in testdata/grammar).
+var iptablesCommandOptions = []string{"help", "append", "check", "delete", "insert", "replace", "list", "list-rules",
+	"flush", "zero", "new-chain", "delete-chain", "policy", "rename-chain", "numeric", "table", "verbose", "wait",
+	"wait-interval", "line-numbers", "exact", "modprobe", "version", "ipv4", "ipv6"}
+
+var (
+	reBarePlus  = regexp.MustCompile(`(?:^| )(?:-i|-o|--in[a-z-]*|--ou[a-z-]*) \+(?: |$)`)
+	reDotted    = regexp.MustCompile(`^[0-9]+(?:\.[0-9]+){1,3}$`)
+	reJumpUser  = regexp.MustCompile(`(?:^| )(?:-j|-g|--j[a-z]*|--g[a-z]*) ` + userChain + `(?: |$)`)
+	reAddrList  = regexp.MustCompile(`(?:^| )(?:-s|-d|--s[a-z]*|--d[a-z]*) [^ ]*,`)
+	reInvAddr   = regexp.MustCompile(`! (?:-s|-d|--s[a-z]*|--d[a-z]*) |(?:^| )(?:-s|-d|--s[a-z]*|--d[a-z]*) ! `)
+	reBangAfter = regexp.MustCompile(`(?:^| )-[-a-z]+ ! `)
+	reInvProto  = regexp.MustCompile(`! (?:-p|--pr[a-z]*) (?:tcp|udp|6|17|TCP)(?: |$)`)
+)
+
 func knownClassOf(c gCase) string {
+	for _, k := range foundElsewhere {
+		if k.in(c) {
+			return "found here, left to the parser: " + k.name
+		}
+	}
 	for _, k := range knownDivergences {
 		if k.in(c) {
 			return k.name
@@ -278,6 +400,9 @@ func TestKernelGrammar(t *testing.T) {
 			t.Run(fmt.Sprintf("w%d", w), func(t *testing.T) {
 				t.Parallel()
 				ns := kerneltest.NewNS(t, "pw-gram")
+				if err := grammarNSSetup(ns); err != nil {
+					t.Fatal(err)
+				}
 				lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-glab"})
 				for b := range work {
 					var cs []gCase
@@ -322,11 +447,6 @@ func (r *grammarRun) report(t *testing.T, took time.Duration) {
 		g.n++
 	}
 	sort.Strings(keys)
-	if os.Getenv("PACKETWALK_GRAMMAR_VERBOSE") != "" { // every divergence, one per line, for triage
-		for _, d := range r.divs {
-			t.Logf("DIV\t%d\t%s\t%s\t%s\t%q", d.c.Index, cmp.Or(d.known, "-"), d.kind, d.c.Rule, firstLine(d.text))
-		}
-	}
 	if os.Getenv("PACKETWALK_GRAMMAR_VERBOSE") != "" { // every divergence, one per line, for triage
 		for _, d := range r.divs {
 			t.Logf("DIV\t%d\t%s\t%s\t%s\t%q", d.c.Index, cmp.Or(d.known, "-"), d.kind, d.c.Rule, firstLine(d.text))
