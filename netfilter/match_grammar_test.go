@@ -14,6 +14,8 @@ import (
 // the grammar differential (internal/difftest/grammar_diff_test.go) found,
 // checked against the real iptables-restore and iptables -S.
 type grammarVector struct {
+	// rule goes into filter INPUT; "nat6 CHAIN rest" puts rest into
+	// ip6tables' nat CHAIN, "mangle CHAIN rest" into mangle.
 	rule, want string
 	// unmodelled: the kernel takes the rule (as want) but packetwalk
 	// refuses it by name (ErrUnsupported).
@@ -85,15 +87,39 @@ var matchGrammarVectors = []grammarVector{
 	{"-p udp -m tcp --sport 80", "", false},
 	{"! -p icmp -m icmp --icmp-type 8", "", false},
 	{"! -p sctp -m sctp --dport 1", "", false},
+	// CONNMARK: libxt_CONNMARK takes shifts of 0-32, the kernel 0-31.
+	{"mangle PREROUTING -j CONNMARK --save-mark --right-shift-mark 31", "-A PREROUTING -j CONNMARK --save-mark --nfmask 0xffffffff --ctmask 0xffffffff --right-shift-mark 31", false},
+	{"mangle PREROUTING -j CONNMARK --save-mark --right-shift-mark 32", "", false},
+	{"mangle PREROUTING -j CONNMARK --or-mark 0xf5b5 --left-shift-mark 32", "", false},
+	// IPv6 NAT without brackets: one colon separates the ports, more make
+	// an address (range).
+	{"nat6 OUTPUT -p tcp -j DNAT --to-destination ::1-1a51:eaef::8ef7", "-A OUTPUT -p tcp -j DNAT --to-destination ::1-1a51:eaef::8ef7", false},
+	{"nat6 OUTPUT -p tcp -j DNAT --to-destination :80", "-A OUTPUT -p tcp -j DNAT --to-destination :80", false},
+	{"nat6 OUTPUT -p tcp -j DNAT --to-destination fd00::1:80", "-A OUTPUT -p tcp -j DNAT --to-destination fd00::1:80", false},
+	{"nat6 OUTPUT -p tcp -j DNAT --to-destination 1:80", "", false},
+	{"nat6 POSTROUTING -p tcp -j SNAT --to-source ::1-::5", "-A POSTROUTING -p tcp -j SNAT --to-source ::1-::5", false},
+}
+
+// vectorPlace returns the family, table, chain and rule text of v.
+func vectorPlace(v grammarVector) (Family, TableID, string, string) {
+	f := strings.Fields(v.rule)
+	switch f[0] {
+	case "nat6":
+		return IPv6, NAT, f[1], strings.Join(f[2:], " ")
+	case "mangle":
+		return IPv4, Mangle, f[1], strings.Join(f[2:], " ")
+	}
+	return IPv4, Filter, "INPUT", v.rule
 }
 
 func ruleOfVector(t *testing.T, v grammarVector) (string, error) {
 	t.Helper()
-	rs, err := ParseRestore(IPv4, []byte("*filter\n-A INPUT "+v.rule+"\nCOMMIT\n"))
+	fam, table, chain, rule := vectorPlace(v)
+	rs, err := ParseRestore(fam, []byte(fmt.Sprintf("*%s\n-A %s %s\nCOMMIT\n", table, chain, rule)))
 	if err != nil {
 		return "", err
 	}
-	out, err := rs.AppendRules(nil, Filter, "INPUT", 0, false)
+	out, err := rs.AppendRules(nil, table, chain, 0, false)
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return lines[len(lines)-1], nil
@@ -121,13 +147,19 @@ func TestMatchGrammarVectorsKernel(t *testing.T) {
 	kerneltest.Require(t)
 	ns := kerneltest.NewNS(t, "pw-mgram")
 	for _, v := range matchGrammarVectors {
-		err := ns.Restore(fmt.Sprintf("*filter\n:INPUT ACCEPT [0:0]\n-A INPUT %s\nCOMMIT\n", v.rule))
+		fam, table, chain, rule := vectorPlace(v)
+		text := fmt.Sprintf("*%s\n:%s ACCEPT [0:0]\n-A %s %s\nCOMMIT\n", table, chain, chain, rule)
+		restore, list := ns.Restore, ns.IPTables
+		if fam == IPv6 {
+			restore, list = ns.Restore6, ns.IP6Tables
+		}
+		err := restore(text)
 		if v.want == "" {
 			require.Error(t, err, v.rule)
 			continue
 		}
 		require.NoError(t, err, v.rule)
-		out, err := ns.IPTables("-S", "INPUT")
+		out, err := list("-t", table.String(), "-S", chain)
 		require.NoError(t, err)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		require.Equal(t, v.want, lines[len(lines)-1], v.rule)
