@@ -257,8 +257,15 @@ var foundElsewhere = []knownClass{
 	// not in iptables-save or -S, "*" in -L.
 	{"bare \"+\" interface", func(c gCase) bool { return reBarePlus.MatchString(c.Rule) }},
 	// inet_aton forms: octets with leading zeros (octal), fewer than four
-	// parts ("1.2.3" is 1.2.0.3); and an invalid IPv6 address with /0.
-	{"IPv4 addresses in inet_aton forms (leading zeros, short)", func(c gCase) bool {
+	// parts ("1.2.3" is 1.2.0.3), a bare number ("-s 80" is 0.0.0.80);
+	// and with /0 any address text at all ("1..2.3/0").
+	{"address forms iptables takes (inet_aton forms, anything with /0)", func(c gCase) bool {
+		toks := strings.Fields(c.Rule)
+		for i, tok := range toks[:max(len(toks)-1, 0)] {
+			if isAddrOption(tok) && (strings.Trim(toks[i+1], "0123456789") == "" || strings.HasSuffix(toks[i+1], "/0")) {
+				return true
+			}
+		}
 		for _, piece := range strings.FieldsFunc(c.Rule, func(r rune) bool { return strings.ContainsRune(" ,/-:[]", r) }) {
 			if !reDotted.MatchString(piece) {
 				continue
@@ -305,9 +312,34 @@ var foundElsewhere = []knownClass{
 	}},
 	// After an option that takes no "!", a "!" is its argument
 	// ("--comment !" is the comment "!").
-	{"\"!\" after an option (old syntax or as an argument)", func(c gCase) bool { return reBangAfter.MatchString(c.Rule) }},
+	{"\"!\" after an option (old syntax or as an argument)", func(c gCase) bool {
+		return reBangAfter.MatchString(c.Rule) || strings.Contains(c.Rule, `"!"`)
+	}},
+	// ip6tables refuses an IPv4 set ("The protocol family of set pwset is
+	// IPv4, which is not applicable"); the check belongs with the set
+	// lookup of netfilter/host.go.
+	{"set of the other family", func(c gCase) bool {
+		return c.Fam == netfilter.IPv6 && strings.Contains(c.Rule, gIPSet)
+	}},
 	// "! -p udp --dport 53" loads udp implicitly in iptables.
 	{"implicit protocol match after \"! -p\"", func(c gCase) bool { return reInvProto.MatchString(c.Rule) }},
+}
+
+// isAddrOption reports whether tok spells -s or -d.
+func isAddrOption(tok string) bool {
+	if tok == "-s" || tok == "-d" {
+		return true
+	}
+	name, ok := strings.CutPrefix(tok, "--")
+	if !ok || name == "" {
+		return false
+	}
+	for _, o := range []string{"source", "src", "destination", "dst"} {
+		if strings.HasPrefix(o, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // iptablesCommandOptions are the long options of iptables' own getopt
