@@ -15,7 +15,8 @@ import (
 // checked against the real iptables-restore and iptables -S.
 type grammarVector struct {
 	// rule goes into filter INPUT; "nat6 CHAIN rest" puts rest into
-	// ip6tables' nat CHAIN, "mangle CHAIN rest" into mangle.
+	// ip6tables' nat CHAIN, "nat CHAIN rest" and "mangle CHAIN rest" into
+	// iptables' nat and mangle.
 	rule, want string
 	// unmodelled: the kernel takes the rule (as want) but packetwalk
 	// refuses it by name (ErrUnsupported).
@@ -87,6 +88,22 @@ var matchGrammarVectors = []grammarVector{
 	{"-p udp -m tcp --sport 80", "", false},
 	{"! -p icmp -m icmp --icmp-type 8", "", false},
 	{"! -p sctp -m sctp --dport 1", "", false},
+	// Ports: tcp, sctp, multiport and NAT read numbers as strtoul does,
+	// udp as decimals.
+	{"-p tcp --sport 010", "-A INPUT -p tcp -m tcp --sport 8", false},
+	{"-p tcp --sport 0x50", "-A INPUT -p tcp -m tcp --sport 80", false},
+	{"-p tcp --sport 08", "", false},
+	{"-p tcp --sport 080", "", false},
+	{"-p tcp --dport 65536", "", false},
+	{"-p sctp --dport 010", "-A INPUT -p sctp -m sctp --dport 8", false},
+	{"-p udp --dport 010", "-A INPUT -p udp -m udp --dport 10", false},
+	{"-p udp --dport 0x10", "", false},
+	{"-p udp --dport 070000", "-A INPUT -p udp -m udp --dport 4464", false},
+	{"-p tcp -m multiport --dports 010,0x10", "-A INPUT -p tcp -m multiport --dports 8,16", false},
+	{"-p udp -m multiport --dports 010,0x10", "-A INPUT -p udp -m multiport --dports 8,16", false},
+	{"-p tcp -m multiport --dports 70000", "", false},
+	{"nat OUTPUT -p tcp -j DNAT --to-destination 1.2.3.4:010", "-A OUTPUT -p tcp -j DNAT --to-destination 1.2.3.4:8", false},
+	{"nat OUTPUT -p tcp -j REDIRECT --to-ports 010-0x20", "-A OUTPUT -p tcp -j REDIRECT --to-ports 8-32", false},
 	// CONNMARK: libxt_CONNMARK takes shifts of 0-32, the kernel 0-31.
 	{"mangle PREROUTING -j CONNMARK --save-mark --right-shift-mark 31", "-A PREROUTING -j CONNMARK --save-mark --nfmask 0xffffffff --ctmask 0xffffffff --right-shift-mark 31", false},
 	{"mangle PREROUTING -j CONNMARK --save-mark --right-shift-mark 32", "", false},
@@ -108,6 +125,8 @@ func vectorPlace(v grammarVector) (Family, TableID, string, string) {
 		return IPv6, NAT, f[1], strings.Join(f[2:], " ")
 	case "mangle":
 		return IPv4, Mangle, f[1], strings.Join(f[2:], " ")
+	case "nat":
+		return IPv4, NAT, f[1], strings.Join(f[2:], " ")
 	}
 	return IPv4, Filter, "INPUT", v.rule
 }

@@ -26,15 +26,20 @@ func (r PortRange) appendSave(b []byte) []byte {
 
 // parsePort parses a port number or a service name for proto.
 func parsePort(s, proto string) (uint16, bool) {
-	if n, err := strconv.ParseUint(s, 10, 16); err == nil {
-		return uint16(n), true
-	}
-	if proto == "udp" || proto == "udplite" {
-		// iptables 1.8.9's udp match stores a larger number truncated to
-		// 16 bits (--dport 70000 saves as 4464), where tcp refuses it.
-		if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+	if proto != "udp" && proto != "udplite" {
+		// xtables_parse_port reads numbers as strtoul does: "010" is 8,
+		// "0x50" is 80, "08" no number (and no service) at all. libxt_udp
+		// has its own decimal parser (below).
+		if n, ok := parseCUint(s, 65535); ok {
 			return uint16(n), true
 		}
+		return serviceByName(s, proto)
+	}
+	// iptables 1.8.9's udp match reads decimal numbers ("010" is 10) and
+	// stores a larger one truncated to 16 bits (--dport 70000 saves as
+	// 4464), where tcp refuses it.
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint16(n), true
 	}
 	if p, ok := serviceByName(s, proto); ok {
 		return p, true
