@@ -75,6 +75,9 @@ var matchGrammarVectors = []grammarVector{
 	{"-m recent --set --rttl", "", false},
 	{"-m recent --rttl --remove", "", false},
 	{"-m recent --rttl --update", "-A INPUT -m recent --update --rttl --name DEFAULT --mask 255.255.255.255 --rsource", false},
+	// recent: names are cut to 199 characters; an empty one is refused.
+	{"-m recent --rcheck --name " + strings.Repeat("r", 200), "-A INPUT -m recent --rcheck --name " + strings.Repeat("r", 199) + " --mask 255.255.255.255 --rsource", false},
+	{`-m recent --rcheck --name ""`, "", false},
 	// nfacct: an empty name is refused before the object is looked up.
 	{`-m nfacct --nfacct-name ""`, "", false},
 	// iptables 1.8.9 has no udplite extension.

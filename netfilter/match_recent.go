@@ -82,10 +82,12 @@ func (m *RecentMatch) set(c *ruleCtx, opt string, inv bool, args []string) error
 	case "rttl":
 		m.TTL = true
 	case "name":
-		if args[0] == "" || len(args[0]) > 199 {
+		if args[0] == "" { // the kernel refuses it
 			return badValue("recent", "--name", args[0], "a name of 1 to 199 characters")
 		}
-		m.Name = args[0]
+		// libxt_recent cuts a longer name to the 199 characters its
+		// XT_RECENT_NAME_LEN buffer holds, as iptables -S then shows.
+		m.Name = args[0][:min(len(args[0]), 199)]
 	case "rsource":
 		m.Dest = false
 	case "rdest":

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"regexp"
 	"slices"
@@ -77,6 +78,42 @@ func grammarNSSetup(ns *kerneltest.NS) error {
 	}
 	_, err := ns.IPSet("create", gIPSet, "hash:ip")
 	return err
+}
+
+// The packet comparison's node has a second address on eth0 and an
+// interface without addresses, besides the lab's usual ones, so that
+// rules meet a multi-address interface and an address-less one.
+var (
+	gSecondAddr = netip.MustParsePrefix("192.168.10.3/24")
+	// a veth pair with both ends in the node (no dummy driver here)
+	gNoAddrLink, gNoAddrPeer = "pwv0", "pwv1"
+)
+
+// grammarLabSetup gives the lab's node what grammarPacketHost models.
+func grammarLabSetup(lab *kerneltest.Lab) error {
+	for _, args := range [][]string{
+		{"ip", "addr", "add", gSecondAddr.String(), "dev", "eth0"},
+		{"ip", "link", "add", gNoAddrLink, "type", "veth", "peer", "name", gNoAddrPeer},
+		{"ip", "link", "set", gNoAddrLink, "up"},
+		{"ip", "link", "set", gNoAddrPeer, "up"},
+	} {
+		if _, _, err := lab.Node().Exec("", args...); err != nil {
+			return err
+		}
+	}
+	return grammarNSSetup(lab.Node())
+}
+
+// grammarPacketHost is the simulated node of grammarLabSetup's lab.
+func grammarPacketHost() *netfilter.Host {
+	h := netfilter.NewHost(netfilter.HostConfig{Seed: 1, NoRouteLocalnet: true})
+	mustNoErr(h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24"), gSecondAddr, netip.MustParsePrefix("fd00:10::1/64")))
+	mustNoErr(h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24"), netip.MustParsePrefix("fd00:244::1/64")))
+	mustNoErr(h.AddInterface(gNoAddrLink))
+	mustNoErr(h.AddInterface(gNoAddrPeer))
+	mustNoErr(h.AddNFAcct(gNFAcct))
+	mustNoErr(h.Sets().Create(gIPSet, "hash:ip", false))
+	return h
 }
 
 // parseCase loads one case into a fresh simulated host, as a node's
@@ -262,8 +299,13 @@ var foundElsewhere = []knownClass{
 	{"address forms iptables takes (inet_aton forms, anything with /0)", func(c gCase) bool {
 		toks := strings.Fields(c.Rule)
 		for i, tok := range toks[:max(len(toks)-1, 0)] {
-			if isAddrOption(tok) && (strings.Trim(toks[i+1], "0123456789") == "" || strings.HasSuffix(toks[i+1], "/0")) {
-				return true
+			if !isAddrOption(tok) {
+				continue
+			}
+			for _, a := range strings.Split(toks[i+1], ",") {
+				if strings.Trim(a, "0123456789") == "" || strings.HasSuffix(a, "/0") || strings.HasSuffix(a, "/0.0.0.0") || strings.HasSuffix(a, "/::") {
+					return true
+				}
 			}
 		}
 		for _, piece := range strings.FieldsFunc(c.Rule, func(r rune) bool { return strings.ContainsRune(" ,/-:[]", r) }) {
@@ -436,6 +478,9 @@ func TestKernelGrammar(t *testing.T) {
 					t.Fatal(err)
 				}
 				lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-glab"})
+				if err := grammarLabSetup(lab); err != nil {
+					t.Fatal(err)
+				}
 				for b := range work {
 					var cs []gCase
 					for _, i := range b {
@@ -796,9 +841,19 @@ func (r *grammarRun) packets(lab *kerneltest.Lab, acc []gCase) error {
 		text, _ := restoreTextWith(renumber(cs), true)
 		for k := range 3 {
 			pk := gPacketGen.Example(int(r.seed%1000000)*7 + cs[0].Index*3 + k)
+			if k == 1 { // the same packets to and from eth0's second address
+				for i := range pk {
+					if pk[i].Dst == nodeEth0 {
+						pk[i].Dst = gSecondAddr.Addr()
+					}
+					if pk[i].Src == nodeEth0 {
+						pk[i].Src = gSecondAddr.Addr()
+					}
+				}
+			}
 			r.packetChunks.Add(1)
 			r.packetCases.Add(int64(len(cs)))
-			res, err := runCase(lab, genCase{Rules: text, Packets: pk}, nil)
+			res, err := runCase(lab, genCase{Rules: text, Packets: pk, NewHost: grammarPacketHost}, nil)
 			if err != nil {
 				return err
 			}
@@ -808,7 +863,7 @@ func (r *grammarRun) packets(lab *kerneltest.Lab, acc []gCase) error {
 			named := false
 			for _, c := range cs {
 				one, _ := restoreTextWith([]gCase{c}, true)
-				res1, err := runCase(lab, genCase{Rules: one, Packets: pk}, nil)
+				res1, err := runCase(lab, genCase{Rules: one, Packets: pk, NewHost: grammarPacketHost}, nil)
 				if err != nil {
 					return err
 				}

@@ -380,7 +380,7 @@ func (g *gramGen) iface() string {
 	case 2:
 		return g.pick("eth0+", "e+th", "lo", "eth 0", "eth/0", "*")
 	}
-	return g.pick("eth0", "eth1", "eth+", "et+", "eth2", "veth12345678")
+	return g.pick("eth0", "eth1", "eth+", "et+", "eth2", "veth12345678", gNoAddrLink, "pwv+")
 }
 
 func (g *gramGen) num(lo, hi int) string {
