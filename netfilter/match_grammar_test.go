@@ -107,6 +107,10 @@ var matchGrammarVectors = []grammarVector{
 	{"-p tcp -m multiport --dports 70000", "", false},
 	{"nat OUTPUT -p tcp -j DNAT --to-destination 1.2.3.4:010", "-A OUTPUT -p tcp -j DNAT --to-destination 1.2.3.4:8", false},
 	{"nat OUTPUT -p tcp -j REDIRECT --to-ports 010-0x20", "-A OUTPUT -p tcp -j REDIRECT --to-ports 8-32", false},
+	// SET ignores a "!" before its options; MARK refuses one.
+	{"mangle FORWARD -j SET ! --add-set pwset dst,dst", "-A FORWARD -j SET --add-set pwset dst,dst", false},
+	{"mangle FORWARD -j SET --add-set pwset src ! --exist", "-A FORWARD -j SET --add-set pwset src --exist", false},
+	{"mangle FORWARD -j MARK ! --set-mark 1", "", false},
 	// CONNMARK: libxt_CONNMARK takes shifts of 0-32, the kernel 0-31.
 	{"mangle PREROUTING -j CONNMARK --save-mark --right-shift-mark 31", "-A PREROUTING -j CONNMARK --save-mark --nfmask 0xffffffff --ctmask 0xffffffff --right-shift-mark 31", false},
 	{"mangle PREROUTING -j CONNMARK --save-mark --right-shift-mark 32", "", false},
@@ -168,6 +172,8 @@ func TestMatchGrammarVectors(t *testing.T) {
 func TestMatchGrammarVectorsKernel(t *testing.T) {
 	kerneltest.Require(t)
 	ns := kerneltest.NewNS(t, "pw-mgram")
+	_, err := ns.IPSet("create", "pwset", "hash:ip")
+	require.NoError(t, err)
 	for _, v := range matchGrammarVectors {
 		fam, table, chain, rule := vectorPlace(v)
 		text := fmt.Sprintf("*%s\n:%s ACCEPT [0:0]\n-A %s %s\nCOMMIT\n", table, chain, chain, rule)

@@ -397,7 +397,7 @@ var (
 	reJumpUser  = regexp.MustCompile(`(?:^| )(?:-j|-g|--j[a-z]*|--g[a-z]*) ` + userChain + `(?: |$)`)
 	reAddrList  = regexp.MustCompile(`(?:^| )(?:-s|-d|--s[a-z]*|--d[a-z]*) [^ ]*,`)
 	reInvAddr   = regexp.MustCompile(`! (?:-s|-d|--s[a-z]*|--d[a-z]*) |(?:^| )(?:-s|-d|--s[a-z]*|--d[a-z]*) ! `)
-	reBangAfter = regexp.MustCompile(`(?:^| )-[-a-z]+ ! `)
+	reBangAfter = regexp.MustCompile(`(?:^| )-[-a-z]+ !(?: |$)`)
 	reInvProto  = regexp.MustCompile(`! (?:-p|--pr[a-z]*) (?:tcp|udp|6|17|TCP)(?: |$)`)
 )
 
