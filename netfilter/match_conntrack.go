@@ -200,6 +200,19 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 		}
 		m.Proto = p
 	case "ctorigsrc", "ctorigdst", "ctreplsrc", "ctrepldst":
+		// A prefix length here is a strtoul number ("/033" is 27, "/0x10"
+		// 16); for IPv4, iptables 1.8.9 takes any 32-bit length and treats
+		// one over 32 as 32, for IPv6 it refuses one over 128.
+		if as, ms, ok := strings.Cut(v, "/"); ok && ms != "" && !strings.ContainsAny(ms, ".:") {
+			n, ok := parseCUint(ms, 0xffffffff)
+			if !ok || c.family == IPv6 && n > 128 {
+				return bad("ADDRESS[/MASK]")
+			}
+			if c.family == IPv4 {
+				n = min(n, 32)
+			}
+			v = as + "/" + strconv.FormatUint(n, 10)
+		}
 		pfx, err := parseAddrMask(c.family, v)
 		if err != nil {
 			return err

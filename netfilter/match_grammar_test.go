@@ -68,6 +68,14 @@ var matchGrammarVectors = []grammarVector{
 	{"-m conntrack --ctorigdst 10.1.2.3/8", "-A INPUT -m conntrack --ctorigdst 10.1.2.3/8", false},
 	{"-m conntrack ! --ctreplsrc 10.1.2.3/255.255.0.0", "-A INPUT -m conntrack ! --ctreplsrc 10.1.2.3/16", false},
 	{"-m conntrack --ctorigsrc 10.1.2.3/32", "-A INPUT -m conntrack --ctorigsrc 10.1.2.3", false},
+	// Conntrack prefix lengths are strtoul numbers; over 32 is 32 for IPv4.
+	{"-m conntrack --ctrepldst 5.127.10.10/33", "-A INPUT -m conntrack --ctrepldst 5.127.10.10", false},
+	{"-m conntrack --ctrepldst 5.127.10.10/4294967295", "-A INPUT -m conntrack --ctrepldst 5.127.10.10", false},
+	{"-m conntrack --ctrepldst 5.127.10.10/4294967296", "", false},
+	{"-m conntrack --ctrepldst 5.127.10.10/033", "-A INPUT -m conntrack --ctrepldst 5.127.10.10/27", false},
+	{"-m conntrack --ctrepldst 5.127.10.10/0x10", "-A INPUT -m conntrack --ctrepldst 5.127.10.10/16", false},
+	{"-m conntrack --ctrepldst 5.127.10.10/08", "", false},
+	{"-m conntrack --ctrepldst 5.127.10.10/-1", "", false},
 	// Protocol 0 is taken and never matches a connection.
 	{"-m conntrack --ctproto all", "-A INPUT -m conntrack --ctproto 0", false},
 	{"-m conntrack --ctproto 0", "-A INPUT -m conntrack --ctproto 0", false},
