@@ -119,6 +119,12 @@ var matchGrammarVectors = []grammarVector{
 	{"mangle FORWARD -j SET ! --add-set pwset dst,dst", "-A FORWARD -j SET --add-set pwset dst,dst", false},
 	{"mangle FORWARD -j SET --add-set pwset src ! --exist", "-A FORWARD -j SET --add-set pwset src --exist", false},
 	{"mangle FORWARD -j MARK ! --set-mark 1", "", false},
+	// "! 0:N" becomes N+1:65535 when iptables-nft makes the match native
+	// nftables, and stays with --tcp-option (an xtables match).
+	{"-p tcp ! --dport 0:8080", "-A INPUT -p tcp -m tcp --dport 8081:65535", false},
+	{"-p tcp --tcp-option 32 ! --dport 0:8080", "-A INPUT -p tcp -m tcp ! --dport 0:8080 --tcp-option 32", false},
+	{"-p tcp ! --sport 0:1 --tcp-option 5", "-A INPUT -p tcp -m tcp ! --sport 0:1 --tcp-option 5", false},
+	{"-p udp ! --sport 0:1", "-A INPUT -p udp -m udp --sport 2:65535", false},
 	// CONNMARK: libxt_CONNMARK takes shifts of 0-32, the kernel 0-31.
 	{"mangle PREROUTING -j CONNMARK --save-mark --right-shift-mark 31", "-A PREROUTING -j CONNMARK --save-mark --nfmask 0xffffffff --ctmask 0xffffffff --right-shift-mark 31", false},
 	{"mangle PREROUTING -j CONNMARK --save-mark --right-shift-mark 32", "", false},

@@ -122,16 +122,21 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 	if !ok {
 		return badValue(mod, "--"+opt, args[0], "a port, a service name or a range PORT:PORT")
 	}
-	if inv && pr.Lo == 0 && pr.Hi != 0 {
-		// iptables-nft stores "! 0:N" as the complement N+1:65535 and
-		// prints it that way (recorded with iptables 1.8.9).
-		if pr.Hi == 65535 {
-			return fmt.Errorf("%w: %s: \"! --%s 0:65535\" (iptables-nft drops the whole match when printing it)", ErrUnsupported, mod, opt)
-		}
-		pr, inv = PortRange{pr.Hi + 1, 65535}, false
+	if inv && pr.Lo == 0 && pr.Hi == 65535 {
+		return fmt.Errorf("%w: %s: \"! --%s 0:65535\" (iptables-nft drops the whole match when printing it)", ErrUnsupported, mod, opt)
 	}
 	*r, *invp, *has = pr, inv, true
 	return nil
+}
+
+// nftPorts rewrites "! 0:N" as the complement N+1:65535, as iptables-nft
+// stores it when it turns the match into native nftables expressions and
+// then prints it (recorded with iptables 1.8.9). A tcp match with
+// --tcp-option stays an xtables match and keeps "! 0:N" as given.
+func nftPorts(r *PortRange, inv *bool) {
+	if *inv && r.Lo == 0 && r.Hi != 0 {
+		*r, *inv = PortRange{r.Hi + 1, 65535}, false
+	}
 }
 
 func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
@@ -195,6 +200,10 @@ func (m *TCPMatch) done(c *ruleCtx) (any, error) {
 	if err := needProto(c, "tcp", ProtoTCP); err != nil {
 		return nil, err
 	}
+	if !m.HasOption {
+		nftPorts(&m.SrcPorts, &m.InvSrcPorts)
+		nftPorts(&m.DstPorts, &m.InvDstPorts)
+	}
 	return m, nil
 }
 
@@ -210,6 +219,8 @@ func (m *UDPMatch) done(c *ruleCtx) (any, error) {
 	if err := needProto(c, m.Module(), ProtoUDP); err != nil {
 		return nil, err
 	}
+	nftPorts(&m.SrcPorts, &m.InvSrcPorts)
+	nftPorts(&m.DstPorts, &m.InvDstPorts)
 	return m, nil
 }
 

@@ -404,7 +404,7 @@ var (
 	reBarePlus  = regexp.MustCompile(`(?:^| )(?:-i|-o|--in[a-z-]*|--ou[a-z-]*) \+(?: |$)`)
 	reDotted    = regexp.MustCompile(`^[0-9]+(?:\.[0-9]+){1,3}$`)
 	reJumpUser  = regexp.MustCompile(`(?:^| )(?:-j|-g|--j[a-z]*|--g[a-z]*) ` + userChain + `(?: |$)`)
-	reBangAfter = regexp.MustCompile(`(?:^| )-[-a-z]+ !(?: [^-]|$)`)
+	reBangAfter = regexp.MustCompile(`(?:^| )-[-a-z]+ !(?: [^-]|$)|--co[a-z]* ! `)
 	reInvProto  = regexp.MustCompile(`! (?:-p|--pr[a-z]*) (?:tcp|udp|6|17|TCP)(?: |$)`)
 )
 
