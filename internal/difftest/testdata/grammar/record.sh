@@ -17,7 +17,13 @@ for tool in iptables ip6tables; do
 	for m in $matches $icmp6; do
 		[ "$tool" = iptables ] && [ "$m" = icmp6 ] && continue
 		[ "$tool" = ip6tables ] && [ "$m" = icmp ] && continue
-		$tool -m "$m" --help 2>&1 | keep > "$tool-m-$m.txt" || true
+		out=$($tool -m "$m" --help 2>&1 || true)
+		if printf '%s\n' "$out" | grep -q "Couldn't load"; then
+			# not an extension of this iptables (udplite): keep the refusal
+			printf '%s\n' "$out" | grep "Couldn't load" > "$tool-m-$m.txt"
+		else
+			printf '%s\n' "$out" | keep > "$tool-m-$m.txt"
+		fi
 	done
 	for j in $targets; do
 		$tool -j "$j" --help 2>&1 | keep > "$tool-j-$j.txt" || true
