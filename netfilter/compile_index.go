@@ -78,7 +78,7 @@ func classify(r *Rule) (indexClass, dispatchKey) {
 			}
 			port = &m.DstPorts
 		case *UDPMatch:
-			if port != nil || k.proto != ProtoUDP || m.lite || m.InvSrcPorts || m.InvDstPorts || m.SrcPorts != anyPorts {
+			if port != nil || k.proto != ProtoUDP || m.InvSrcPorts || m.InvDstPorts || m.SrcPorts != anyPorts {
 				return byDst, k
 			}
 			port = &m.DstPorts

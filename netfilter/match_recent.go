@@ -82,10 +82,12 @@ func (m *RecentMatch) set(c *ruleCtx, opt string, inv bool, args []string) error
 	case "rttl":
 		m.TTL = true
 	case "name":
-		if args[0] == "" || len(args[0]) > 199 {
+		if args[0] == "" { // the kernel refuses it
 			return badValue("recent", "--name", args[0], "a name of 1 to 199 characters")
 		}
-		m.Name = args[0]
+		// libxt_recent cuts a longer name to the 199 characters its
+		// XT_RECENT_NAME_LEN buffer holds, as iptables -S then shows.
+		m.Name = args[0][:min(len(args[0]), 199)]
 	case "rsource":
 		m.Dest = false
 	case "rdest":
@@ -106,6 +108,9 @@ func (m *RecentMatch) done(*ruleCtx) (any, error) {
 		return nil, fmt.Errorf("%w: recent: you must specify one of --set, --rcheck, --update or --remove", ErrMissingArgument)
 	case m.Reap && m.Seconds == 0:
 		return nil, fmt.Errorf("%w: recent: option \"--reap\" also requires \"--seconds\"", ErrMissingArgument)
+	case m.TTL && (m.Mode == RecentSet || m.Mode == RecentRemove):
+		// libxt_recent refuses it in either order.
+		return nil, fmt.Errorf("%w: recent: option \"--rttl\" cannot be used together with \"--%s\"", ErrIncompatibleOpts, recentModeNames[m.Mode][0])
 	case (m.Seconds != 0 || m.HitCount != 0) && m.Mode != RecentCheck && m.Mode != RecentUpdate:
 		// The kernel refuses the rule (EINVAL).
 		return nil, fmt.Errorf("%w: recent: --seconds and --hitcount need --rcheck or --update", ErrIncompatibleOpts)

@@ -121,13 +121,13 @@ type TCPMatch struct {
 	dropped bool
 }
 
-// UDPMatch is "-m udp" or "-m udplite" (Module tells which): ports of UDP or
-// UDP-Lite packets.
+// UDPMatch is "-m udp": ports of UDP packets. iptables 1.8.9 has no
+// udplite extension ("Couldn't load match `udplite'"), so neither
+// "-m udplite" nor the port options after "-p udplite" exist.
 type UDPMatch struct {
 	SrcPorts, DstPorts       PortRange
 	InvSrcPorts, InvDstPorts bool
 	hasSrc, hasDst           bool
-	lite                     bool
 	dropped                  bool // as TCPMatch.dropped
 }
 
@@ -143,36 +143,24 @@ func init() {
 		newBuilder: func(*ruleCtx) builder { return &TCPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
 	registerMatch(&module{name: "udp", opts: portOpts,
 		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
-	// No "udplite" match: iptables 1.8.9 ships none ("Couldn't load match
-	// `udplite'"), so "-p udplite --dport 5" is an unknown option there.
 }
 
 // Module implements Match.
 func (m *TCPMatch) Module() string { return "tcp" }
 
 // Module implements Match.
-func (m *UDPMatch) Module() string {
-	if m.lite {
-		return "udplite"
-	}
-	return "udp"
-}
+func (m *UDPMatch) Module() string { return "udp" }
 
 func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool, has, dropped *bool) error {
 	pr, ok := parsePortRange(args[0], mod)
 	if !ok {
 		return badValue(mod, "--"+opt, args[0], "a port, a service name or a range PORT:PORT")
 	}
-	if inv && pr.Lo == 0 && pr.Hi != 0 {
-		// iptables-nft stores "! 0:N" as the complement N+1:65535 and
-		// prints it that way (recorded with iptables 1.8.9).
-		if pr.Hi == 65535 {
-			// iptables-nft emits no test for it (the rule matches every
-			// port) and lists no trace of it (docs/kernel-notes.md).
-			*r, *invp, *has, *dropped = anyPorts, false, false, true
-			return nil
-		}
-		pr, inv = PortRange{pr.Hi + 1, 65535}, false
+	if inv && pr.Lo == 0 && pr.Hi == 65535 {
+		// iptables-nft emits no test for it (the rule matches every
+		// port) and lists no trace of it (docs/kernel-notes.md).
+		*r, *invp, *has, *dropped = anyPorts, false, false, true
+		return nil
 	}
 	if !inv && pr == (PortRange{0, 65535}) {
 		// Every port: iptables-nft emits no test and prints none.
@@ -181,6 +169,16 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 	}
 	*r, *invp, *has = pr, inv, true
 	return nil
+}
+
+// nftPorts rewrites "! 0:N" as the complement N+1:65535, as iptables-nft
+// stores it when it turns the match into native nftables expressions and
+// then prints it (recorded with iptables 1.8.9). A tcp match with
+// --tcp-option stays an xtables match and keeps "! 0:N" as given.
+func nftPorts(r *PortRange, inv *bool) {
+	if *inv && r.Lo == 0 && r.Hi != 0 {
+		*r, *inv = PortRange{r.Hi + 1, 65535}, false
+	}
 }
 
 func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
@@ -244,6 +242,10 @@ func (m *TCPMatch) done(c *ruleCtx) (any, error) {
 	if err := needProto(c, "tcp", ProtoTCP); err != nil {
 		return nil, err
 	}
+	if !m.HasOption {
+		nftPorts(&m.SrcPorts, &m.InvSrcPorts)
+		nftPorts(&m.DstPorts, &m.InvDstPorts)
+	}
 	return m, nil
 }
 
@@ -256,19 +258,24 @@ func (m *UDPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 }
 
 func (m *UDPMatch) done(c *ruleCtx) (any, error) {
-	p := ProtoUDP
-	if m.lite {
-		p = ProtoUDPLite
-	}
-	if err := needProto(c, m.Module(), p); err != nil {
+	if err := needProto(c, m.Module(), ProtoUDP); err != nil {
 		return nil, err
 	}
+	nftPorts(&m.SrcPorts, &m.InvSrcPorts)
+	nftPorts(&m.DstPorts, &m.InvDstPorts)
 	return m, nil
 }
 
 // needProto refuses a protocol match on a rule whose -p is another
 // protocol, as the kernel's checkentry does.
 func needProto(c *ruleCtx, mod string, p uint8) error {
+	if c.ip.Proto == p && c.ip.InvProto && (p == ProtoTCP || p == ProtoUDP) {
+		// iptables-nft and the kernel take "! -p tcp -m tcp" (and udp);
+		// the match then reads any other protocol's header as TCP or UDP
+		// (and drops a packet too short for that header), which
+		// packetwalk does not model.
+		return fmt.Errorf("%w: %s match after \"! -p %s\"", ErrUnsupported, mod, protoName(p))
+	}
 	if c.ip.Proto != p || c.ip.InvProto {
 		return fmt.Errorf("%w: %s match needs \"-p %s\"", ErrNotAllowed, mod, protoName(p))
 	}

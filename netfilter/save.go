@@ -244,10 +244,8 @@ func shownMatches(r *Rule) []Match {
 			nt++
 			vanish = vanish || m.vanishes()
 		case *UDPMatch:
-			if !m.lite {
-				nu++
-				vanish = vanish || m.vanishes()
-			}
+			nu++
+			vanish = vanish || m.vanishes()
 		}
 	}
 	if nt < 2 && nu < 2 && !vanish {
@@ -268,16 +266,14 @@ func shownMatches(r *Rule) []Match {
 			tcp.fold(m)
 			continue
 		case *UDPMatch:
-			if !m.lite {
-				if udp == nil {
-					c := *m
-					udp = &c
-					out = append(out, udp)
-					continue
-				}
-				udp.fold(m)
+			if udp == nil {
+				c := *m
+				udp = &c
+				out = append(out, udp)
 				continue
 			}
+			udp.fold(m)
+			continue
 		}
 		out = append(out, m)
 	}
