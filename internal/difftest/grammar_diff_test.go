@@ -207,83 +207,6 @@ var sharedOptionModules = [][]string{
 	{"tcp", "udp", "udplite", "sctp"},
 }
 
-var knownDivergences = []knownClass{
-	{"option ownership when two modules share an option name (or a module repeats)", func(c gCase) bool {
-		mods := map[string]int{}
-		for _, m := range reModuleToken.FindAllStringSubmatch(c.Rule, -1) {
-			mods[m[1]]++
-		}
-		// -p loads its protocol's match implicitly: with a -m of the same
-		// match, iptables merges the two.
-		if m := reProto.FindStringSubmatch(c.Rule); m != nil {
-			if implicit := map[string]string{"tcp": "tcp", "6": "tcp", "udp": "udp", "17": "udp", "sctp": "sctp", "132": "sctp",
-				"icmp": "icmp", "1": "icmp", "ipv6-icmp": "icmp6", "icmpv6": "icmp6", "58": "icmp6"}[strings.ToLower(m[1])]; implicit != "" {
-				mods[implicit]++
-			}
-		}
-		for _, n := range mods {
-			if n > 1 {
-				return true
-			}
-		}
-		for _, group := range sharedOptionModules {
-			k := 0
-			for _, m := range group {
-				k += mods[m]
-			}
-			if k > 1 {
-				return true
-			}
-		}
-		// -p tcp loads tcp implicitly; a -m udp/sctp after it shares --sport.
-		return false
-	}},
-	{"IPv4-mapped IPv6 addresses", func(c gCase) bool { return strings.Contains(c.Rule, "::ffff:") }},
-	{"reversed or open-ended port ranges", func(c gCase) bool {
-		for _, tok := range strings.Fields(c.Rule) {
-			for _, part := range strings.Split(tok, ",") {
-				m := reRange.FindStringSubmatch(part)
-				if m == nil {
-					continue
-				}
-				if m[1] == "" || m[2] == "" {
-					return true
-				}
-				lo, err1 := strconv.Atoi(m[1])
-				hi, err2 := strconv.Atoi(m[2])
-				if err1 != nil || err2 != nil || lo > hi || hi > 65535 { // udp wraps ports over 65535
-					return true
-				}
-			}
-		}
-		return false
-	}},
-	{"non-contiguous dotted masks", func(c gCase) bool {
-		for _, m := range reDottedMask.FindAllStringSubmatch(c.Rule, -1) {
-			var v uint32
-			for _, o := range m[1:5] {
-				n, _ := strconv.Atoi(o)
-				v = v<<8 | uint32(n&0xff)
-			}
-			if v != 0 && (^v)&(^v+1) != 0 { // not ones followed by zeros
-				return true
-			}
-		}
-		return false
-	}},
-	{"user chain with a policy", func(c gCase) bool { return c.Policy != "" }},
-	{"restore line handling (CRLF, blank lines, indented comments)", func(c gCase) bool { return c.Noise != "" }},
-	{"-m set / SET with a missing set", func(c gCase) bool { return strings.Contains(c.Rule, "nosuchset") }},
-	{"service names (full netbase table)", func(c gCase) bool {
-		for _, tok := range strings.FieldsFunc(c.Rule, func(r rune) bool { return r == ' ' || r == ',' || r == ':' || r == '-' }) {
-			if slices.Contains(services, tok) {
-				return true
-			}
-		}
-		return false
-	}},
-}
-
 // foundElsewhere are divergence classes this test found whose fix belongs
 // in the rule parser, validation or the listings (netfilter/parse_rule.go,
 // validate.go, list.go), files other branches are changing: they are left
@@ -409,11 +332,6 @@ var (
 )
 
 func knownClassOf(c gCase) string {
-	for _, k := range knownDivergences {
-		if k.in(c) {
-			return k.name
-		}
-	}
 	for _, k := range foundElsewhere {
 		if k.in(c) {
 			return "found here, left to the parser: " + k.name
