@@ -350,12 +350,19 @@ func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 	return nil
 }
 
+// hostObjects are the sets and nfacct objects of a host, which its rules
+// may name.
+type hostObjects struct{ h *Host }
+
+func (o hostObjects) hasSet(name string) bool    { return o.h.sets.Get(name) != nil }
+func (o hostObjects) hasNFAcct(name string) bool { return o.h.nfacct[name] != nil }
+
 // Restore applies iptables-restore input to the host's IPv4 ruleset, or to
 // the IPv6 one when f is IPv6.
 func (h *Host) Restore(f Family, data []byte, opt RestoreOptions) error {
 	rs := h.rules[famIdx(f)].Clone()
 	var committed [numTables]*validated
-	err := rs.restore(data, opt, &committed, func(n string) bool { return h.sets.Get(n) != nil })
+	err := rs.restore(data, opt, &committed, hostObjects{h})
 	// Tables committed before an error stay, as in the kernel.
 	if lerr := h.load(rs, committed); lerr != nil && err == nil {
 		err = lerr

@@ -27,10 +27,11 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 
 // restore is Restore, leaving in committed what validating each
 // committed table found, which the host then compiles without validating
-// again. setExists, when not nil, tells whether an ipset exists: as
-// iptables-restore looks each set up while it parses the rule naming it,
-// a missing one is refused at that line.
-func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated, setExists func(string) bool) error {
+// again. objs, when not nil, tells which ipsets and nfacct objects exist:
+// as iptables-restore looks each set up while it parses the rule naming
+// it, and the kernel refuses a rule naming a missing accounting object, a
+// missing one is refused at that line.
+func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated, objs objects) error {
 	var (
 		cur     *Table
 		curLine int
@@ -158,8 +159,8 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 			if !(cmd.chain == "" && (cmd.op == "-F" || cmd.op == "-Z" || cmd.op == "-X")) {
 				curUsed = true
 			}
-			if setExists != nil {
-				if err := checkSets(cmd.rules, setExists); err != nil {
+			if objs != nil {
+				if err := checkObjects(cmd.rules, objs); err != nil {
 					return fail(err)
 				}
 			}
@@ -196,17 +197,31 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 // fgets buffer of 10240 bytes, less the terminating NUL).
 const restoreLineMax = 10239
 
-// checkSets refuses the first ipset the rules name that does not exist.
-func checkSets(rules []*Rule, exists func(string) bool) error {
+// objects tells which named kernel objects outside the ruleset exist.
+type objects interface {
+	hasSet(name string) bool
+	hasNFAcct(name string) bool
+}
+
+// checkObjects refuses the first ipset or nfacct object the rules name
+// that does not exist.
+func checkObjects(rules []*Rule, objs objects) error {
 	for _, r := range rules {
 		for _, m := range r.Matches {
-			if sm, ok := m.(*SetMatch); ok && !exists(sm.Name) {
-				return atToken(sm.Name, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, sm.Name))
+			switch m := m.(type) {
+			case *SetMatch:
+				if !objs.hasSet(m.Name) {
+					return atToken(m.Name, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, m.Name))
+				}
+			case *NFAcctMatch:
+				if !objs.hasNFAcct(m.Name) {
+					return atToken(m.Name, fmt.Errorf("%w: nfacct object %q (RULE_APPEND failed (No such file or directory))", ErrNoSuchNFAcct, m.Name))
+				}
 			}
 		}
 		if st, ok := r.Target.(*SetTarget); ok {
 			for _, n := range []string{st.Add.Name, st.Del.Name} {
-				if n != "" && !exists(n) {
+				if n != "" && !objs.hasSet(n) {
 					return atToken(n, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n))
 				}
 			}
