@@ -116,6 +116,79 @@ type Packet struct {
 	// error quotes; conntrack relates the error to that packet's
 	// connection. Zero otherwise.
 	Inner InnerHeader
+
+	// --- Header fields of the extension matches (ah, esp, ipcomp,
+	// tcpmss, dccp, ipv6header, frag, ...) and explicit inputs for the
+	// state the model has no source for (cpu, realm, cgroup). ---
+
+	// SPI is the security parameter index of the packet's AH header
+	// (-m ah) or ESP header (-m esp), or the CPI of its IPComp header
+	// (-m ipcomp), whichever the packet carries (Proto for IPv4; for IPv6
+	// the AH header is an extension header, see IPv6Exts).
+	SPI uint32
+	// AHLen and AHReserved are the IPv6 AH header's length and reserved
+	// fields (ip6tables -m ah --ahlen, --ahres).
+	AHLen      uint8
+	AHReserved uint16
+	// MSS is the value of the TCP MSS option (kind 2, 4 bytes); it is
+	// meaningful when TCPOptions has kind 2.
+	MSS uint16
+	// DCCPType is the DCCP packet type (0 REQUEST ... 9 SYNCACK) and
+	// DCCPOptions the option types the DCCP header carries, a bit set
+	// indexed by type (-m dccp).
+	DCCPType    uint8
+	DCCPOptions [4]uint64
+	// IPv6Exts is the set of IPv6 extension headers the packet carries,
+	// bit IPv6ExtBit(next-header number) for each (-m ipv6header, and
+	// the presence tests of -m frag and -m ah). FragID and FragMore are
+	// the identification and M flag of an IPv6 fragment header.
+	IPv6Exts uint16
+	FragID   uint32
+	FragMore bool
+	// CPU is the CPU that processes the packet (-m cpu); the model has
+	// no CPUs, so the caller says which.
+	CPU uint16
+	// Realm is the routing realm of the packet's route (the route's
+	// realm, dst->tclassid, -m realm); the model's routes carry none.
+	Realm uint32
+	// CgroupClassID is the net_cls class id of the sending socket's
+	// cgroup (-m cgroup --cgroup), meaningful with HasSocket.
+	CgroupClassID uint32
+}
+
+// IPv6 extension header bits of Packet.IPv6Exts, one per header type as
+// ip6tables -m ipv6header names them.
+const (
+	ExtHopByHop uint16 = 1 << iota // 0 hop-by-hop options
+	ExtDstOpts                     // 60 destination options
+	ExtRouting                     // 43 routing
+	ExtFragment                    // 44 fragment
+	ExtAuth                        // 51 authentication (AH)
+	ExtESP                         // 50 encapsulating security payload
+	ExtNone                        // 59 no next header
+	ExtProto                       // any other upper-layer protocol
+)
+
+// IPv6ExtBit returns the Packet.IPv6Exts bit of next-header number nh:
+// one of the Ext constants, ExtProto for an upper-layer protocol.
+func IPv6ExtBit(nh uint8) uint16 {
+	switch nh {
+	case 0:
+		return ExtHopByHop
+	case 60:
+		return ExtDstOpts
+	case 43:
+		return ExtRouting
+	case 44:
+		return ExtFragment
+	case 51:
+		return ExtAuth
+	case 50:
+		return ExtESP
+	case 59:
+		return ExtNone
+	}
+	return ExtProto
 }
 
 // InnerHeader is the part of the packet quoted by an ICMP error that

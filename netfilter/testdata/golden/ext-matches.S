@@ -1,0 +1,57 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -m dscp --dscp 0x0a -j ACCEPT
+-A PREROUTING -m dscp ! --dscp 0x3f
+-A PREROUTING -m dscp --dscp 0x22
+-A PREROUTING -m dscp ! --dscp 0x2e
+-A PREROUTING -m dscp --dscp 0x00
+-A PREROUTING -m tos --tos 0x10/0xff
+-A PREROUTING -m tos ! --tos 0x10/0x3f
+-A PREROUTING -m tos --tos 0x10/0x3f
+-A PREROUTING -m tos --tos 0x08/0x3f
+-A PREROUTING -m tos --tos 0x04/0x3f
+-A PREROUTING -m tos ! --tos 0x02/0x3f
+-A PREROUTING -m tos --tos 0x00/0x3f
+-A PREROUTING -m tos --tos 0x05/0x3f
+-A PREROUTING -m tos --tos 0x02/0x00
+-A PREROUTING -m ttl --ttl-eq 5
+-A PREROUTING -m ttl ! --ttl-eq 64
+-A PREROUTING -m ttl --ttl-lt 2
+-A PREROUTING -m ttl --ttl-gt 254
+-A PREROUTING -m ttl --ttl-eq 16
+-A PREROUTING -p tcp -m ecn --ecn-tcp-cwr
+-A PREROUTING -p tcp -m ecn ! --ecn-tcp-ece
+-A PREROUTING -p tcp -m ecn --ecn-tcp-ece --ecn-tcp-cwr --ecn-ip-ect 0
+-A PREROUTING -p tcp -m ecn ! --ecn-tcp-ece --ecn-tcp-cwr ! --ecn-ip-ect 3
+-A PREROUTING -m ecn --ecn-ip-ect 2
+-A PREROUTING -p udp -m ecn ! --ecn-ip-ect 1
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A INPUT -p ah -m ah --ahspi 5:10 -j ACCEPT
+-A INPUT -p ah -m ah ! --ahspi 5:10
+-A INPUT -p ah -m ah
+-A INPUT -p ah -m ah --ahspi 10:5
+-A INPUT -p ah -m ah --ahspi 16
+-A INPUT -p ah -m ah --ahspi 4294967295
+-A INPUT -p ah -m ah --ahspi 0:5
+-A INPUT -p ah -m ah --ahspi 5:4294967295
+-A INPUT -p ah -m ah --ahspi 5
+-A INPUT -p esp -m esp --espspi 5 -j ACCEPT
+-A INPUT -p esp -m esp ! --espspi 1:2
+-A INPUT -p esp -m esp
+-A INPUT -p esp -m esp
+-A INPUT -p ipcomp -m ipcomp --ipcompspi 5
+-A INPUT -p ipcomp -m ipcomp ! --ipcompspi 5:7
+-A INPUT -p ipcomp -m ipcomp --ipcompspi 0 --compres
+-A INPUT -p ipcomp -m ipcomp --ipcompspi 0
+-A INPUT -p tcp -m tcpmss --mss 1400
+-A INPUT -p tcp -m tcpmss ! --mss 1000:1500
+-A INPUT -p tcp -m tcpmss --mss 0:536
+-A INPUT -p tcp -m tcpmss --mss 1460:65535
+-A INPUT -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m tcpmss --mss 16 -j DROP

@@ -1,0 +1,28 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -m dscp --dscp 0x0a -j ACCEPT
+-A PREROUTING -m dscp ! --dscp 0x30
+-A PREROUTING -m tos --tos 0x10/0xff
+-A PREROUTING -m tos ! --tos 0x10/0x3f
+-A PREROUTING -m hl --hl-eq 5
+-A PREROUTING -m hl ! --hl-eq 255
+-A PREROUTING -m hl --hl-lt 2
+-A PREROUTING -m hl --hl-gt 64
+-A PREROUTING -p tcp -m ecn --ecn-tcp-ece --ecn-ip-ect 1
+-A PREROUTING -m ecn ! --ecn-ip-ect 3
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A INPUT -m ah --ahspi 5 --ahlen 3 --ahres -j ACCEPT
+-A INPUT -m ah ! --ahspi 5:6 ! --ahlen 3
+-A INPUT -m ah
+-A INPUT -m ah --ahspi 7 --ahres
+-A INPUT -m ah --ahlen 16
+-A INPUT -p esp -m esp --espspi 7
+-A INPUT -p esp -m esp ! --espspi 7:9
+-A INPUT -p tcp -m tcpmss --mss 1220:1440
