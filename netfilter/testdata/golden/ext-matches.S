@@ -55,3 +55,44 @@
 -A INPUT -p tcp -m tcpmss --mss 0:536
 -A INPUT -p tcp -m tcpmss --mss 1460:65535
 -A INPUT -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m tcpmss --mss 16 -j DROP
+-A INPUT -p dccp -m dccp --sport 5 --dport 6:7
+-A INPUT -p dccp -m dccp ! --sport 5 ! --dport 6:7 -j DROP
+-A INPUT -p dccp -m dccp --dccp-types REQUEST,RESPONSE,DATA,ACK,DATAACK,CLOSEREQ,CLOSE,RESET,SYNC,SYNCACK,INVALID
+-A INPUT -p dccp -m dccp ! --dccp-types REQUEST,INVALID
+-A INPUT -p dccp -m dccp --dccp-option 5
+-A INPUT -p dccp -m dccp ! --dccp-option 255
+-A INPUT -p dccp -m dccp
+-A INPUT -p dccp -m dccp --sport 7:5 --dport 22
+-A INPUT -p dccp -m dccp --sport 0:80 --dport 1024:65535
+-A INPUT -m realm --realm 0x5
+-A INPUT -m realm ! --realm 0x5/0xff
+-A INPUT -m realm --realm cosmos
+-A INPUT -m realm --realm cosmos
+-A INPUT -m realm --realm 0xffffffff/0x0
+-A INPUT -m devgroup --src-group 0x5
+-A INPUT -m devgroup ! --src-group 0x5/0xf
+-A INPUT -m devgroup --src-group default
+-A INPUT -m cpu --cpu 1
+-A INPUT -m cpu ! --cpu 16
+-A INPUT -m cgroup --cgroup 5
+-A INPUT -m cgroup ! --path "/"
+-A INPUT -m cluster --cluster-local-nodemask 0x00000001 --cluster-total-nodes 2 --cluster-hash-seed 0x0000dead
+-A INPUT -m cluster ! --cluster-local-nodemask 0x00000005 --cluster-total-nodes 4 --cluster-hash-seed 0x00000001
+-A INPUT -m cluster ! --cluster-local-nodemask 0x80000000 --cluster-total-nodes 32 --cluster-hash-seed 0xffffffff
+-A INPUT -m connlabel --label "5"
+-A INPUT -m connlabel ! --label "16" --set
+-A INPUT -m connlabel --label "127" --set
+-A INPUT -m connbytes --connbytes 10 --connbytes-mode packets --connbytes-dir original
+-A INPUT -m connbytes ! --connbytes 10:100 --connbytes-mode bytes --connbytes-dir both
+-A INPUT -m connbytes --connbytes 10 --connbytes-mode avgpkt --connbytes-dir reply
+-A INPUT -m connbytes ! --connbytes 10 --connbytes-mode avgpkt --connbytes-dir reply
+-A INPUT -m connbytes --connbytes 0:10 --connbytes-mode bytes --connbytes-dir original
+-A INPUT -m connbytes --connbytes 10:10 --connbytes-mode packets --connbytes-dir original
+-A INPUT -m connbytes --connbytes 18446744073709551615 --connbytes-mode packets --connbytes-dir both
+-A FORWARD -m devgroup ! --src-group 0x5/0xf ! --dst-group 0x7
+-A FORWARD -m devgroup --dst-group default
+-A FORWARD -m realm --realm 0x3
+-A OUTPUT -m cgroup --cgroup 1048577
+-A OUTPUT -m cgroup ! --cgroup 5
+-A OUTPUT -m cgroup --path "/"
+-A OUTPUT -m devgroup --dst-group 0x1/0x1
