@@ -11,12 +11,13 @@ import (
 // SPI is that of the AH header the packet carries (Packet.SPI); a
 // non-first fragment never matches. For IPv6 the AH header is an
 // extension header: a packet without one (Packet.IPv6Exts has no
-// ExtAuth) never matches; --ahlen tests its length field
-// (Packet.AHLen) and --ahres requires its reserved field to be 0.
+// ExtAuth) never matches; --ahlen tests its length in bytes (as the
+// kernel's ip6t_ah computes it from the length field, Packet.AHLen) and
+// --ahres requires its reserved field to be 0.
 type AHMatch struct {
 	SPIs     SPIRange
 	InvSPI   bool
-	Len      uint8
+	Len      uint32
 	HasLen   bool
 	InvLen   bool
 	Reserved bool
@@ -115,10 +116,7 @@ func (m *AHMatch) set(c *ruleCtx, opt string, inv bool, args []string) error {
 		if !ok {
 			return badValue("ah", "--ahlen", args[0], "a number 0-4294967295")
 		}
-		if n > 0xff {
-			return badValue("ah", "--ahlen", args[0], "a length 0-255")
-		}
-		m.Len, m.HasLen, m.InvLen = uint8(n), true, inv
+		m.Len, m.HasLen, m.InvLen = uint32(n), true, inv
 	case "ahres":
 		m.Reserved = true
 	}
@@ -179,8 +177,8 @@ func (m *AHMatch) match(c *evalCtx) bool {
 			return false
 		}
 		return m.SPIs.contains(p.SPI) != m.InvSPI &&
-			(!m.HasLen || (p.AHLen == m.Len) != m.InvLen) &&
-			(!m.Reserved || p.AHReserved == 0)
+			(!m.HasLen || ((uint32(p.AHLen)+2)*4 == m.Len) != m.InvLen) &&
+			(!m.Reserved || !p.AHReserved)
 	}
 	if p.FragOffset != 0 || p.Proto != 51 {
 		return false

@@ -126,10 +126,11 @@ type Packet struct {
 	// (-m ipcomp), whichever the packet carries (Proto for IPv4; for IPv6
 	// the AH header is an extension header, see IPv6Exts).
 	SPI uint32
-	// AHLen and AHReserved are the IPv6 AH header's length and reserved
-	// fields (ip6tables -m ah --ahlen, --ahres).
+	// AHLen and AHReserved are the IPv6 AH header's length field (in
+	// 4-byte units, minus 2, as on the wire) and whether its reserved
+	// field is non-zero (ip6tables -m ah --ahlen, --ahres).
 	AHLen      uint8
-	AHReserved uint16
+	AHReserved bool
 	// MSS is the value of the TCP MSS option (kind 2, 4 bytes); it is
 	// meaningful when TCPOptions has kind 2.
 	MSS uint16
@@ -138,13 +139,36 @@ type Packet struct {
 	// indexed by type (-m dccp).
 	DCCPType    uint8
 	DCCPOptions [4]uint64
-	// IPv6Exts is the set of IPv6 extension headers the packet carries,
-	// bit IPv6ExtBit(next-header number) for each (-m ipv6header, and
-	// the presence tests of -m frag and -m ah). FragID and FragMore are
-	// the identification and M flag of an IPv6 fragment header.
-	IPv6Exts uint16
-	FragID   uint32
-	FragMore bool
+	// IPv6Exts is the mask ip6tables -m ipv6header computes: a bit (the
+	// Ext constants) for each extension header in the chain, and
+	// ExtProto when the chain ends in an upper-layer protocol. As in the
+	// kernel, an ESP header ends the chain with neither ExtESP nor
+	// ExtProto. The other IPv6 matches (frag, hbh, dst, rt, ah) read the
+	// first header of their type and need its bit.
+	IPv6Exts uint8
+	// FragID, FragMore and FragReserved are the identification, the M
+	// flag and whether the reserved bits are non-zero, of the IPv6
+	// fragment header (-m frag).
+	FragID       uint32
+	FragMore     bool
+	FragReserved bool
+	// HBHOpts[:NumHBHOpts] are the options of the hop-by-hop header in
+	// order (Pad1 as type 0 with no length), HBHLen its length field (in
+	// 8-byte units, minus 1, as on the wire); DstOpts, NumDstOpts and
+	// DstLen the same for the first destination options header.
+	HBHOpts    [8]IPv6Option
+	NumHBHOpts uint8
+	HBHLen     uint8
+	DstOpts    [8]IPv6Option
+	NumDstOpts uint8
+	DstLen     uint8
+	// RTType, RTSegsLeft and RTLen are the routing header's type,
+	// segments left and length field (8-byte units, minus 1), and
+	// RTReserved whether the 32-bit field after them is non-zero (-m rt).
+	RTType, RTSegsLeft, RTLen uint8
+	RTReserved                bool
+	// MHType is the Mobility Header's type (-m mh).
+	MHType uint8
 	// CPU is the CPU that processes the packet (-m cpu); the model has
 	// no CPUs, so the caller says which.
 	CPU uint16
@@ -154,41 +178,6 @@ type Packet struct {
 	// CgroupClassID is the net_cls class id of the sending socket's
 	// cgroup (-m cgroup --cgroup), meaningful with HasSocket.
 	CgroupClassID uint32
-}
-
-// IPv6 extension header bits of Packet.IPv6Exts, one per header type as
-// ip6tables -m ipv6header names them.
-const (
-	ExtHopByHop uint16 = 1 << iota // 0 hop-by-hop options
-	ExtDstOpts                     // 60 destination options
-	ExtRouting                     // 43 routing
-	ExtFragment                    // 44 fragment
-	ExtAuth                        // 51 authentication (AH)
-	ExtESP                         // 50 encapsulating security payload
-	ExtNone                        // 59 no next header
-	ExtProto                       // any other upper-layer protocol
-)
-
-// IPv6ExtBit returns the Packet.IPv6Exts bit of next-header number nh:
-// one of the Ext constants, ExtProto for an upper-layer protocol.
-func IPv6ExtBit(nh uint8) uint16 {
-	switch nh {
-	case 0:
-		return ExtHopByHop
-	case 60:
-		return ExtDstOpts
-	case 43:
-		return ExtRouting
-	case 44:
-		return ExtFragment
-	case 51:
-		return ExtAuth
-	case 50:
-		return ExtESP
-	case 59:
-		return ExtNone
-	}
-	return ExtProto
 }
 
 // InnerHeader is the part of the packet quoted by an ICMP error that
@@ -207,6 +196,22 @@ type InnerHeader struct {
 type SCTPChunk struct {
 	Type, Flags uint8
 }
+
+// IPv6Option is the type and length byte of one option of a hop-by-hop
+// or destination options header.
+type IPv6Option struct{ Type, Len uint8 }
+
+// Bits of Packet.IPv6Exts, the kernel's ipv6header mask values.
+const (
+	ExtProto    uint8 = 0x01 // the chain ends in an upper-layer protocol
+	ExtNone     uint8 = 0x02 // no next header (59)
+	ExtESP      uint8 = 0x04 // ESP (50); never set, see Packet.IPv6Exts
+	ExtAuth     uint8 = 0x08 // authentication header (51)
+	ExtFragment uint8 = 0x10 // fragment (44)
+	ExtRouting  uint8 = 0x20 // routing (43)
+	ExtDstOpts  uint8 = 0x40 // destination options (60)
+	ExtHopByHop uint8 = 0x80 // hop-by-hop options (0)
+)
 
 // clone returns a copy of p on the heap.
 func (p *Packet) clone() *Packet {
