@@ -154,6 +154,7 @@ func (d *Decoder) run(p *gopacket.DecodingLayerParser, data []byte) (Packet, err
 		// panic) is still refused, never passed silently.
 		return Packet{}, &FrameError{Offset: d.off, Layer: "frame", Err: err}
 	}
+	d.extFields()
 	return d.pkt, nil
 }
 
