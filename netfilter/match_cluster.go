@@ -44,7 +44,9 @@ func init() {
 
 func (b *clusterBuilder) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	max := uint64(0xffffffff)
-	if opt == "cluster-total-nodes" || opt == "cluster-local-node" {
+	if opt != "cluster-hash-seed" {
+		// iptables 1.8.9 gives --cluster-local-nodemask the range of
+		// a node number too, so a mask above 32 is refused.
 		max = 32
 	}
 	n, ok := parseCUint(args[0], max)
