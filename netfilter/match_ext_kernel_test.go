@@ -126,17 +126,17 @@ func TestExtMatchesKernel(t *testing.T) {
 		return gopacket.Payload(h)
 	}
 	frames := [][]byte{
-		extFrame(t, ip(layers.IPProtocolTCP, src(2), 64, 0x10), tcp(1001, true, false, false, []byte{0x05, 0xb4})),      // mss 1460
-		extFrame(t, ip(layers.IPProtocolTCP, src(2), 5, 0xb8|1), tcp(1002, true, true, true, []byte{0x02, 0x18})),       // mss 536, EF, ECT(1)
-		extFrame(t, ip(layers.IPProtocolTCP, src(3), 200, 0x88|2), tcp(1003, false, true, false, nil)),                  // AF41, ECT(0)
-		extFrame(t, ip(layers.IPProtocolTCP, src(4), 64, 3), tcp(1004, false, false, true, []byte{0x03, 0xe8})),         // mss 1000 on a non-SYN, CE
+		extFrame(t, ip(layers.IPProtocolTCP, src(2), 64, 0x10), tcp(1001, true, false, false, []byte{0x05, 0xb4})), // mss 1460
+		extFrame(t, ip(layers.IPProtocolTCP, src(2), 5, 0xb8|1), tcp(1002, true, true, true, []byte{0x02, 0x18})),  // mss 536, EF, ECT(1)
+		extFrame(t, ip(layers.IPProtocolTCP, src(3), 200, 0x88|2), tcp(1003, false, true, false, nil)),             // AF41, ECT(0)
+		extFrame(t, ip(layers.IPProtocolTCP, src(4), 64, 3), tcp(1004, false, false, true, []byte{0x03, 0xe8})),    // mss 1000 on a non-SYN, CE
 		extFrame(t, ip(layers.IPProtocolAH, src(2), 64, 0), gopacket.Payload{6, 4, 0, 0, 0, 0, 0, 100, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
 		extFrame(t, ip(layers.IPProtocolAH, src(2), 64, 0), gopacket.Payload{6, 4, 0, 0, 0, 0, 0, 250, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
 		extFrame(t, ip(layers.IPProtocolESP, src(2), 64, 0), gopacket.Payload{0, 0, 1, 44, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8}),
 		extFrame(t, ip(layers.IPProtocolESP, src(3), 64, 0), gopacket.Payload{0, 0, 0, 5, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8}),
 		extFrame(t, ip(108, src(2), 64, 0), gopacket.Payload{6, 0, 0, 7, 1, 2, 3, 4}),
 		extFrame(t, ip(108, src(2), 64, 0), gopacket.Payload{6, 0, 0, 0, 1, 2, 3, 4}),
-		extFrame(t, ip(33, src(2), 64, 0), dccp(2001, 0)),            // REQUEST
+		extFrame(t, ip(33, src(2), 64, 0), dccp(2001, 0)),           // REQUEST
 		extFrame(t, ip(33, src(2), 64, 0), dccp(2001, 2, 32, 3, 9)), // DATA, option 32
 		extFrame(t, ip(33, src(3), 64, 0), dccp(2002, 4, 0, 1, 40, 4, 1, 2)),
 		extFrame(t, ip(layers.IPProtocolUDP, src(5), 64, 0), &layers.UDP{SrcPort: 3000, DstPort: 53}, gopacket.Payload("x")),
