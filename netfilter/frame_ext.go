@@ -108,7 +108,7 @@ func (d *Decoder) ipv6Chain(b []byte) {
 			p.IPv6Exts = seen | ExtNone
 			return
 		case 50:
-			p.IPv6Exts = seen
+			p.IPv6Exts = seen | ExtESP
 			return
 		default:
 			p.IPv6Exts = seen | ExtProto
@@ -158,7 +158,11 @@ func (d *Decoder) ipv6Chain(b []byte) {
 		if bit == ExtFragment && p.FragOffset != 0 {
 			// A non-first fragment: the walk cannot go on.
 			p.IPv6Exts = seen
-			if next != 59 && next != 50 {
+			switch next {
+			case 59:
+			case 50:
+				p.IPv6Exts |= ExtESP
+			default:
 				p.IPv6Exts |= ExtProto
 			}
 			return

@@ -203,3 +203,71 @@ func TestExtMatchesKernel(t *testing.T) {
 		})
 	}
 }
+
+// TestExtMatches6Kernel sends IPv6 frames with extension header chains
+// (hop-by-hop, destination options, routing, fragment, AH, ESP, Mobility
+// Header, no next header) through the kernel lab's node and a Host, and
+// compares the per-rule counters of the IPv6 extension matches (hl,
+// frag, hbh, dst, rt, ah, esp, mh, ipv6header, eui64, dscp, tos, ecn).
+func TestExtMatches6Kernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-extm6"})
+	cfg := lab.Config()
+	dst := net.IP(cfg.NodeEth0v6.Addr().AsSlice())
+	client := net.ParseIP("fd00:10::2")
+	eui := net.ParseIP("fd00:10::70:77ff:fe00:a02") // the client MAC's modified EUI-64
+	ip := func(next layers.IPProtocol, src net.IP, hl, tc uint8) *layers.IPv6 {
+		return &layers.IPv6{Version: 6, HopLimit: hl, TrafficClass: tc, NextHeader: next, SrcIP: src, DstIP: dst}
+	}
+	udp := []byte{0x0b, 0xb8, 0, 53, 0, 9, 0, 0, 'x'}
+	cat := func(bs ...[]byte) gopacket.Payload {
+		var out []byte
+		for _, b := range bs {
+			out = append(out, b...)
+		}
+		return gopacket.Payload(out)
+	}
+	addr := make([]byte, 16)
+	frames := [][]byte{
+		extFrame(t, ip(layers.IPProtocolUDP, client, 64, 0xb8|2), cat(udp)),
+		extFrame(t, ip(layers.IPProtocolUDP, eui, 5, 0), cat(udp)),
+		extFrame(t, ip(0, client, 200, 0), cat([]byte{17, 0, 0, 1, 3, 0, 0, 0}, udp)),                                 // hbh: Pad1, PadN(3)
+		extFrame(t, ip(0, client, 64, 0), cat([]byte{17, 1, 0x1e, 12}, make([]byte, 12), udp)),                        // hbh len 16: type 30 len 12
+		extFrame(t, ip(0, client, 64, 0), cat([]byte{60, 0, 5, 2, 0, 0, 1, 0}, []byte{17, 0, 1, 4, 0, 0, 0, 0}, udp)), // hbh router alert, then dst opts
+		extFrame(t, ip(60, client, 64, 0), cat([]byte{17, 2, 201, 16}, make([]byte, 16), []byte{1, 2, 0, 0}, udp)),    // dst len 24: 201:16
+		extFrame(t, ip(43, client, 64, 0), cat([]byte{17, 2, 2, 1, 0, 0, 0, 0}, addr, udp)),                           // rt type 2
+		extFrame(t, ip(43, client, 64, 0), cat([]byte{17, 2, 0, 1, 0, 0, 0, 1}, addr, udp)),                           // rt type 0, reserved set
+		extFrame(t, ip(44, client, 64, 0), cat([]byte{17, 0, 0, 1, 0, 0, 0, 5}, udp)),                                 // first fragment, M, id 5
+		extFrame(t, ip(44, client, 64, 0), cat([]byte{17, 0, 0x05, 0xc8, 0, 0, 0, 6}, []byte("0123456789abcdef"))),    // non-first, last, id 6
+		extFrame(t, ip(44, client, 64, 0), cat([]byte{17, 1, 0, 3, 0, 0, 0, 7}, udp)),                                 // reserved bits set
+		extFrame(t, ip(51, client, 64, 0), cat([]byte{17, 4, 0, 0, 0, 0, 0, 100, 0, 0, 0, 1}, make([]byte, 12), udp)), // AH len 24, spi 100
+		extFrame(t, ip(51, client, 64, 0), cat([]byte{17, 4, 0, 1, 0, 0, 0, 200, 0, 0, 0, 1}, make([]byte, 12), udp)), // AH reserved set
+		extFrame(t, ip(50, client, 64, 0), cat([]byte{0, 0, 1, 44, 0, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8})),              // ESP spi 300
+		extFrame(t, ip(135, client, 64, 0), cat([]byte{59, 1, 5, 0, 0, 0, 0, 0}, make([]byte, 8))),                    // MH binding update
+		extFrame(t, ip(135, client, 64, 0), cat([]byte{59, 1, 1, 0, 0, 0, 0, 0}, make([]byte, 8))),                    // MH home test init
+		extFrame(t, ip(59, client, 64, 0)),
+	}
+	rules := []string{
+		"-m hl --hl-eq 64", "-m hl ! --hl-eq 64", "-m hl --hl-lt 10", "-m hl --hl-gt 100",
+		"-m dscp --dscp 0x2e", "-m tos --tos 0xb8/0xfc", "-m ecn --ecn-ip-ect 2",
+		"-m eui64",
+		"-m frag", "-m frag --fragid 5", "-m frag ! --fragid 5", "-m frag --fragfirst", "-m frag --fragmore",
+		"-m frag --fraglast", "-m frag --fragres", "-m frag --fraglen 8", "-m frag ! --fraglen 8",
+		"-m hbh", "-m hbh --hbh-len 8", "-m hbh --hbh-len 16", "-m hbh ! --hbh-len 8", "-m hbh --hbh-opts 0,1",
+		"-m hbh --hbh-opts 0,1:3", "-m hbh --hbh-opts 0,1:4", "-m hbh --hbh-opts 30:12", "-m hbh --hbh-opts 5:2,1",
+		"-m hbh --hbh-opts 5,1,1",
+		"-m dst", "-m dst --dst-len 8", "-m dst --dst-len 24", "-m dst --dst-opts 201:16", "-m dst --dst-opts 1",
+		"-m dst --dst-opts 201,1:2",
+		"-m rt", "-m rt --rt-type 2", "-m rt ! --rt-type 2", "-m rt --rt-segsleft 1", "-m rt ! --rt-segsleft 2:5",
+		"-m rt --rt-len 24", "-m rt --rt-len 2", "-m rt --rt-type 0 --rt-0-res",
+		"-m ah", "-m ah --ahspi 100", "-m ah ! --ahspi 100", "-m ah --ahlen 24", "-m ah ! --ahlen 24", "-m ah --ahlen 4", "-m ah --ahres",
+		"-p esp -m esp --espspi 300", "-p esp -m esp ! --espspi 300",
+		"-p mh -m mh --mh-type bu", "-p mh -m mh ! --mh-type 5", "-p mh -m mh",
+		"-m ipv6header --header prot", "-m ipv6header --header hop-by-hop,prot", "-m ipv6header --header hop-by-hop --soft",
+		"-m ipv6header --header hop-by-hop,dst,prot", "-m ipv6header --header esp --soft", "-m ipv6header --header ipv6-nonxt",
+		"-m ipv6header ! --header prot", "-m ipv6header ! --header frag --soft", "-m ipv6header --header dst,prot",
+		"-m ipv6header --header route,prot", "-m ipv6header --header ah,prot", "-m ipv6header --header frag,prot",
+		"-m ipv6header --header none", "-m ipv6header --header 0",
+	}
+	extRulesCompare(t, lab, IPv6, rules, frames, true)
+}

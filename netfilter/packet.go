@@ -141,10 +141,10 @@ type Packet struct {
 	DCCPOptions [4]uint64
 	// IPv6Exts is the mask ip6tables -m ipv6header computes: a bit (the
 	// Ext constants) for each extension header in the chain, and
-	// ExtProto when the chain ends in an upper-layer protocol. As in the
-	// kernel, an ESP header ends the chain with neither ExtESP nor
-	// ExtProto. The other IPv6 matches (frag, hbh, dst, rt, ah) read the
-	// first header of their type and need its bit.
+	// ExtProto when the chain ends in an upper-layer protocol (an ESP
+	// header ends it with ExtESP and without ExtProto). The other IPv6
+	// matches (frag, hbh, dst, rt, ah) read the first header of their
+	// type and need its bit.
 	IPv6Exts uint8
 	// FragID, FragMore and FragReserved are the identification, the M
 	// flag and whether the reserved bits are non-zero, of the IPv6
@@ -205,7 +205,7 @@ type IPv6Option struct{ Type, Len uint8 }
 const (
 	ExtProto    uint8 = 0x01 // the chain ends in an upper-layer protocol
 	ExtNone     uint8 = 0x02 // no next header (59)
-	ExtESP      uint8 = 0x04 // ESP (50); never set, see Packet.IPv6Exts
+	ExtESP      uint8 = 0x04 // encapsulating security payload (50)
 	ExtAuth     uint8 = 0x08 // authentication header (51)
 	ExtFragment uint8 = 0x10 // fragment (44)
 	ExtRouting  uint8 = 0x20 // routing (43)
