@@ -13,8 +13,8 @@ import (
 // T (Packet.RTType), segments left in N..M (Packet.RTSegsLeft), a length
 // in bytes ((field+1)*8, as the kernel's ip6t_rt computes it) of N, and
 // with --rt-0-res a zero reserved field (Packet.RTReserved). The
-// --rt-0-* options need "--rt-type 0" (the kernel refuses them
-// otherwise). --rt-0-addrs tests the addresses of a type 0 header,
+// --rt-0-* options need "--rt-type 0" before them (iptables refuses
+// them otherwise), --rt-0-not-strict --rt-0-addrs too. --rt-0-addrs tests the addresses of a type 0 header,
 // which Packet does not carry: such a rule is loaded and printed but
 // refused when the ruleset is loaded into a Host.
 type RTMatch struct {
@@ -63,6 +63,16 @@ func (m *RTMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 			return badValue("rt", "--rt-len", args[0], "a length 0-4294967295")
 		}
 		m.Len, m.HasLen, m.InvLen = uint32(n), true, inv
+	case "rt-0-res", "rt-0-addrs", "rt-0-not-strict":
+		// iptables checks these against the options before them.
+		if !m.HasType || m.Type != 0 || m.InvType {
+			return fmt.Errorf("%w: rt: \"--rt-type 0\" required before \"--%s\"", ErrNotAllowed, opt)
+		}
+		if opt == "rt-0-not-strict" && len(m.Addrs) == 0 {
+			return fmt.Errorf("%w: rt: \"--rt-0-addrs\" required before \"--rt-0-not-strict\"", ErrMissingArgument)
+		}
+	}
+	switch opt {
 	case "rt-0-res":
 		m.Res = true
 	case "rt-0-addrs":
@@ -84,12 +94,6 @@ func (m *RTMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 }
 
 func (m *RTMatch) done(*ruleCtx) (any, error) {
-	if m.NotStrict && len(m.Addrs) == 0 {
-		return nil, fmt.Errorf("%w: rt: --rt-0-not-strict needs --rt-0-addrs", ErrMissingArgument)
-	}
-	if (m.Res || len(m.Addrs) > 0) && (!m.HasType || m.Type != 0 || m.InvType) {
-		return nil, fmt.Errorf("%w: rt: --rt-0-res and --rt-0-addrs need \"--rt-type 0\" (the kernel refuses the rule)", ErrNotAllowed)
-	}
 	return m, nil
 }
 
