@@ -226,3 +226,108 @@ func TestClusterHash(t *testing.T) {
 	}
 	assert.Len(t, nodes, 2, "both nodes get sources")
 }
+
+// TestExtMatchesDoNotAllocate: a packet walking every modelled extension
+// match (in mangle PREROUTING, with conntrack for connbytes and cluster)
+// allocates nothing.
+func TestExtMatchesDoNotAllocate(t *testing.T) {
+	for _, c := range []struct {
+		f     Family
+		rules []string
+		pkt   Packet
+	}{
+		{IPv4, []string{"-m dscp --dscp 1", "-m tos --tos 0x10", "-m ttl --ttl-lt 3", "-p tcp -m ecn --ecn-tcp-ece", "-m ecn --ecn-ip-ect 1",
+			"-p tcp -m tcpmss --mss 1:2", "-p ah -m ah --ahspi 1", "-p esp -m esp --espspi 1", "-p ipcomp -m ipcomp",
+			"-p dccp -m dccp --dccp-types DATA --dccp-option 3", "-m devgroup --src-group 3", "-m cpu --cpu 9",
+			"-m connbytes --connbytes 5 --connbytes-dir both --connbytes-mode avgpkt",
+			"-m cluster --cluster-total-nodes 2 --cluster-local-node 2 --cluster-hash-seed 5"},
+			tcpPacket("192.168.10.2", "192.168.10.1", 80, SYN)},
+		{IPv6, []string{"-m hl --hl-eq 1", "-m frag --fragid 3", "-m hbh --hbh-opts 1:4", "-m dst --dst-len 8", "-m rt --rt-type 2",
+			"-m ah --ahspi 5", "-p mh -m mh --mh-type 3", "-m ipv6header --header hop --soft", "-m eui64"},
+			Packet{Family: IPv6, Proto: ProtoUDP, Src: netip.MustParseAddr("fd00::2"), Dst: netip.MustParseAddr("fd00::1"),
+				SrcPort: 1, DstPort: 2, TTL: 64, Length: 48, IPv6Exts: ExtHopByHop | ExtProto, NumHBHOpts: 1, HBHOpts: [8]IPv6Option{{1, 4}}}},
+	} {
+		text := "*mangle\n:PREROUTING ACCEPT [0:0]\n"
+		for _, r := range c.rules {
+			text += "-A PREROUTING " + r + "\n"
+		}
+		text += "COMMIT\n"
+		h := NewHost(HostConfig{})
+		require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24"), netip.MustParsePrefix("fd00::1/64")))
+		require.NoError(t, h.Restore(c.f, []byte(text), RestoreOptions{}))
+		p := c.pkt
+		allocs := testing.AllocsPerRun(100, func() { h.Receive("eth0", p) })
+		assert.Zero(t, allocs, "%v: Receive allocates", c.f)
+	}
+}
+
+// TestDecodeExtFields checks the fields the decoder fills for the
+// extension matches, on hand-built headers.
+func TestDecodeExtFields(t *testing.T) {
+	d := NewDecoder()
+	ip6 := func(next byte, payload ...byte) []byte {
+		b := []byte{0x60, 0, 0, 0, byte(len(payload) >> 8), byte(len(payload)), next, 64}
+		b = append(b, netip.MustParseAddr("fd00::2").AsSlice()...)
+		b = append(b, netip.MustParseAddr("fd00::1").AsSlice()...)
+		return append(b, payload...)
+	}
+	udp := []byte{0, 1, 0, 2, 0, 9, 0, 0, 'x'}
+	cat := func(bs ...[]byte) []byte {
+		var out []byte
+		for _, b := range bs {
+			out = append(out, b...)
+		}
+		return out
+	}
+	// hop-by-hop (Pad1, PadN 3), routing type 2, fragment (first, M, id 9,
+	// reserved byte set), AH (len 24, spi 100, reserved set), UDP.
+	p, err := d.DecodeIP(ip6(0, cat(
+		[]byte{43, 0, 0, 1, 3, 0, 0, 0},
+		[]byte{44, 2, 2, 1, 0, 0, 0, 0}, make([]byte, 16),
+		[]byte{51, 1, 0, 1, 0, 0, 0, 9},
+		[]byte{17, 4, 0, 1, 0, 0, 0, 100, 0, 0, 0, 1}, make([]byte, 12),
+		udp)...))
+	require.NoError(t, err)
+	assert.Equal(t, ExtHopByHop|ExtRouting|ExtFragment|ExtAuth|ExtProto, p.IPv6Exts)
+	assert.Equal(t, uint8(2), p.NumHBHOpts)
+	assert.Equal(t, [2]IPv6Option{{0, 0}, {1, 3}}, [2]IPv6Option(p.HBHOpts[:2]))
+	assert.Equal(t, [3]uint8{2, 1, 2}, [3]uint8{p.RTType, p.RTSegsLeft, p.RTLen})
+	assert.Equal(t, uint32(9), p.FragID)
+	assert.True(t, p.FragMore)
+	assert.True(t, p.FragReserved)
+	assert.Equal(t, uint32(100), p.SPI)
+	assert.Equal(t, uint8(4), p.AHLen)
+	assert.True(t, p.AHReserved)
+	assert.Equal(t, uint8(ProtoUDP), p.Proto)
+
+	// ESP ends the chain; no next header.
+	p, err = d.DecodeIP(ip6(60, cat([]byte{50, 0, 1, 4, 0, 0, 0, 0}, []byte{0, 0, 1, 44, 0, 0, 0, 1})...))
+	require.NoError(t, err)
+	assert.Equal(t, ExtDstOpts|ExtESP, p.IPv6Exts)
+	assert.Equal(t, uint32(300), p.SPI)
+	p, err = d.DecodeIP(ip6(59))
+	require.NoError(t, err)
+	assert.Equal(t, ExtNone, p.IPv6Exts)
+
+	// Mobility Header type.
+	p, err = d.DecodeIP(ip6(135, cat([]byte{59, 1, 5, 0}, make([]byte, 12))...))
+	require.NoError(t, err)
+	assert.Equal(t, uint8(5), p.MHType)
+
+	ip4 := func(proto byte, payload ...byte) []byte {
+		n := 20 + len(payload)
+		b := []byte{0x45, 0, byte(n >> 8), byte(n), 0, 0, 0, 0, 64, proto, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1}
+		return append(b, payload...)
+	}
+	p, err = d.DecodeIP(ip4(51, 6, 4, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1))
+	require.NoError(t, err)
+	assert.Equal(t, uint32(256), p.SPI)
+	p, err = d.DecodeIP(ip4(108, 6, 0, 0x12, 0x34))
+	require.NoError(t, err)
+	assert.Equal(t, uint32(0x1234), p.SPI)
+	// DCCP DATA with X=1, option 32 after a Padding (0) and a Mandatory (1).
+	p, err = d.DecodeIP(ip4(33, 0x13, 0x88, 0, 80, 5, 0, 0, 0, 2<<1|1, 0, 0, 0, 0, 0, 0, 1, 0, 1, 32, 3, 7, 0, 0, 0))
+	require.NoError(t, err)
+	assert.Equal(t, [3]uint16{5000, 80, 2}, [3]uint16{p.SrcPort, p.DstPort, uint16(p.DCCPType)})
+	assert.Equal(t, uint64(1<<0|1<<1|1<<32), p.DCCPOptions[0])
+}
