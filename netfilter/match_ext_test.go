@@ -331,3 +331,43 @@ func TestDecodeExtFields(t *testing.T) {
 	assert.Equal(t, [3]uint16{5000, 80, 2}, [3]uint16{p.SrcPort, p.DstPort, uint16(p.DCCPType)})
 	assert.Equal(t, uint64(1<<0|1<<1|1<<32), p.DCCPOptions[0])
 }
+
+// TestRewriteDCCPPorts: NAT of a DCCP packet rewrites its ports and keeps
+// its checksum (which covers the pseudo-header) right, as the kernel's
+// DCCP NAT does.
+func TestRewriteDCCPPorts(t *testing.T) {
+	sum := func(b []byte) uint32 {
+		var s uint32
+		for i := 0; i+1 < len(b); i += 2 {
+			s += uint32(b[i])<<8 | uint32(b[i+1])
+		}
+		if len(b)%2 == 1 {
+			s += uint32(b[len(b)-1]) << 8
+		}
+		return s
+	}
+	checksum := func(pkt []byte) uint16 {
+		l4 := pkt[20:]
+		s := sum(pkt[12:20]) + 33 + uint32(len(l4)) + sum(l4)
+		for s > 0xffff {
+			s = s&0xffff + s>>16
+		}
+		return ^uint16(s)
+	}
+	dccp := []byte{0x13, 0x88, 0, 80, 4, 0, 0, 0, 2<<1 | 1, 0, 0, 0, 0, 0, 0, 1}
+	pkt := append([]byte{0x45, 0, 0, byte(20 + len(dccp)), 0, 0, 0, 0, 64, 33, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1}, dccp...)
+	c := checksum(pkt)
+	pkt[26], pkt[27] = byte(c>>8), byte(c)
+	require.Equal(t, uint16(0), checksum(pkt))
+
+	d := NewDecoder()
+	p, err := d.DecodeIP(pkt)
+	require.NoError(t, err)
+	p.Dst, p.DstPort = netip.MustParseAddr("10.244.1.5"), 8080
+	out, err := d.AppendIP(nil, pkt, p)
+	require.NoError(t, err)
+	q, err := d.DecodeIP(out)
+	require.NoError(t, err)
+	assert.Equal(t, [2]uint16{5000, 8080}, [2]uint16{q.SrcPort, q.DstPort})
+	assert.Equal(t, uint16(0), checksum(out), "DCCP checksum after NAT")
+}
