@@ -6,12 +6,12 @@ import (
 )
 
 // ConnlabelMatch is "-m connlabel [!] --label N [--set]": label bit N
-// (0-127) of the packet's connection is set; with --set the match sets
-// it first (and so always matches unless inverted). Labels are given by
-// number: the name table /etc/xtables/connlabel.conf is not installed,
-// so iptables knows no names. The model's connections carry no labels:
-// the match is loaded and printed, and refused when the ruleset is
-// loaded into a Host.
+// (0-127) of the packet's connection (conntrack Entry.Labels) is set;
+// with --set the match sets it when clear and then matches, as the
+// kernel's xt_connlabel does. A packet without a connection matches only
+// inverted. Labels are given by number: the name table
+// /etc/xtables/connlabel.conf is not installed, so iptables knows no
+// names.
 type ConnlabelMatch struct {
 	Label  uint16
 	Set    bool
@@ -56,10 +56,6 @@ func (b *connlabelBuilder) done(*ruleCtx) (any, error) {
 	return &m, nil
 }
 
-func (m *ConnlabelMatch) unmodelled() string {
-	return "connection labels (the model's connections carry none)"
-}
-
 // Module implements Match.
 func (m *ConnlabelMatch) Module() string { return "connlabel" }
 
@@ -87,5 +83,21 @@ func (m *ConnlabelMatch) appendList(b []byte, _ bool) []byte {
 	return b
 }
 
-// match is never reached: compile refuses the match (unmodelled).
-func (m *ConnlabelMatch) match(*evalCtx) bool { return false }
+func (m *ConnlabelMatch) match(c *evalCtx) bool {
+	e := c.host.cur.Entry
+	if e == nil {
+		return m.Invert
+	}
+	w, bit := m.Label/64, uint64(1)<<(m.Label%64)
+	if e.Labels[w]&bit != 0 {
+		return !m.Invert
+	}
+	if m.Set {
+		// Explain leaves confirmed connections as they are.
+		if !c.host.explaining || !e.Confirmed() {
+			e.Labels[w] |= bit
+		}
+		return !m.Invert
+	}
+	return m.Invert
+}

@@ -196,6 +196,12 @@ func TestExtMatchesKernel(t *testing.T) {
 		"-m cluster --cluster-total-nodes 32 --cluster-local-nodemask 0x1f --cluster-hash-seed 1",
 		"-m devgroup --src-group 0",
 		"-m devgroup ! --src-group 1",
+		"-m connlabel --label 3",
+		"-p udp -m connlabel --label 3 --set",
+		"-m connlabel --label 3",
+		"-m connlabel ! --label 3",
+		"-p tcp -m connlabel ! --label 127 --set",
+		"-m connlabel --label 127",
 	}
 	for _, drop := range []bool{true, false} {
 		t.Run(map[bool]string{true: "dropped", false: "delivered"}[drop], func(t *testing.T) {

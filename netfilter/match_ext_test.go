@@ -107,7 +107,6 @@ func TestExtMatchLoadRefusals(t *testing.T) {
 		rules string
 		name  string
 	}{
-		{IPv4, "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m connlabel --label 5\nCOMMIT\n", "-m connlabel"},
 		{IPv4, "*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -m cgroup --path /user.slice\nCOMMIT\n", "-m cgroup"},
 		{IPv6, "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m srh --srh-tag 5\nCOMMIT\n", "-m srh"},
 		{IPv6, "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m rt --rt-type 0 --rt-0-addrs ::1\nCOMMIT\n", "-m rt"},
@@ -184,6 +183,26 @@ func TestExtMatchSemantics(t *testing.T) {
 	// connbytes and cluster need a connection.
 	assert.False(t, extMatch(t, nil, IPv4, "filter", "INPUT", "-m connbytes --connbytes 0 --connbytes-dir both --connbytes-mode packets", v4))
 	assert.False(t, extMatch(t, nil, IPv4, "filter", "INPUT", "-m cluster --cluster-total-nodes 1 --cluster-local-node 1 --cluster-hash-seed 0", v4))
+
+	// connlabel: --set sets the label on the connection; a later packet
+	// of it matches without --set.
+	lh := NewHost(HostConfig{})
+	require.NoError(t, lh.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")))
+	require.NoError(t, lh.Restore(IPv4, []byte("*mangle\n:PREROUTING ACCEPT [0:0]\n"+
+		"-A PREROUTING -m connlabel --label 100\n-A PREROUTING -p udp --dport 53 -m connlabel --label 100 --set\n"+
+		"-A PREROUTING -m connlabel ! --label 100\nCOMMIT\n"), RestoreOptions{}))
+	u := UDP(netip.MustParseAddrPort("192.168.10.2:3000"), netip.MustParseAddrPort("192.168.10.1:53"))
+	lh.Receive("eth0", u)
+	lh.Receive("eth0", u)
+	other := UDP(netip.MustParseAddrPort("192.168.10.2:3000"), netip.MustParseAddrPort("192.168.10.1:54"))
+	lh.Receive("eth0", other)
+	var got []uint64
+	for _, r := range lh.Ruleset(IPv4).Table(Mangle).Chain("PREROUTING").Rules {
+		got = append(got, r.Counters.Packets)
+	}
+	assert.Equal(t, []uint64{1, 2, 1}, got, "label set by the first packet, seen by the second; the other flow has none")
+	assert.False(t, extMatch(t, nil, IPv4, "filter", "INPUT", "-m connlabel --label 1 --set", v4), "no connection")
+	assert.True(t, extMatch(t, nil, IPv4, "filter", "INPUT", "-m connlabel ! --label 1", v4))
 
 	// ipv6header: exact set, --soft subset, and their inversions.
 	v6 := Packet{Family: IPv6, Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), IPv6Exts: ExtHopByHop | ExtFragment | ExtProto}
