@@ -65,14 +65,15 @@ func (b *connbytesBuilder) set(_ *ruleCtx, opt string, inv bool, args []string) 
 	case "connbytes":
 		lo, hi, isRange := strings.Cut(s, ":")
 		from, to := uint64(0), ^uint64(0)
-		var err error
 		if lo != "" || !isRange {
-			if from, err = strconv.ParseUint(lo, 10, 64); err != nil {
+			var ok bool
+			if from, ok = parseCUint(lo, ^uint64(0)); !ok {
 				return badValue("connbytes", "--connbytes", s, "FROM[:TO] with counts 0-18446744073709551615")
 			}
 		}
 		if hi != "" {
-			if to, err = strconv.ParseUint(hi, 10, 64); err != nil {
+			var ok bool
+			if to, ok = parseCUint(hi, ^uint64(0)); !ok {
 				return badValue("connbytes", "--connbytes", s, "FROM[:TO] with counts 0-18446744073709551615")
 			}
 		}

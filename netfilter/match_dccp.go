@@ -41,15 +41,18 @@ func init() {
 		newBuilder: func(*ruleCtx) builder { return &DCCPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
 }
 
-// parseDCCPPorts parses "P", "P:Q", ":Q" or "P:"; a reversed range is
-// kept, as iptables 1.8.9 keeps it, and matches nothing.
+// parseDCCPPorts parses "P", "P:Q", ":Q" or "P:", each a service name or
+// a decimal number; a reversed range is kept, as iptables 1.8.9 keeps
+// it, and matches nothing.
 func parseDCCPPorts(opt, s string) (PortRange, error) {
 	port := func(v string) (uint16, bool) {
 		if p, ok := serviceAnyProto(v); ok {
 			return p, true
 		}
-		n, ok := parseCUint(v, 65535)
-		return uint16(n), ok && v != ""
+		// Numbers are decimal only here ("0x10" does not resolve, "010"
+		// is 10), unlike the tcp match's.
+		n, err := strconv.ParseUint(v, 10, 16)
+		return uint16(n), err == nil && v != "" && v[0] != '+'
 	}
 	bad := func(v string) error { return badValue("dccp", opt, v, "a port or a range PORT:PORT") }
 	lo, hi, isRange := strings.Cut(s, ":")
@@ -90,6 +93,9 @@ func (m *DCCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	case "dccp-types":
 		var types uint16
 		for _, name := range strings.Split(args[0], ",") {
+			if name == "" {
+				continue // iptables splits with strtok, which skips empty items
+			}
 			k := -1
 			for i, n := range dccpTypeNames {
 				if strings.EqualFold(n, name) {

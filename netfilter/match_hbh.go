@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 )
@@ -52,18 +53,20 @@ func (m *OptsMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	m.Opts = m.Opts[:0]
 	for _, item := range strings.Split(args[0], ",") {
 		t, l, hasLen := strings.Cut(item, ":")
-		typ, ok := parseCUint(t, 255)
+		typ, ok := strtoul(t)
 		ln := uint64(0xff)
 		if ok && hasLen {
-			ln, ok = parseCUint(l, 255)
+			ln, ok = strtoul(l)
 		}
 		if !ok {
-			return badValue(mod, "--"+opt, item, "TYPE[:LEN] with numbers 0-255")
+			return badValue(mod, "--"+opt, item, "TYPE[:LEN] with numbers")
 		}
 		if len(m.Opts) == maxIPv6Opts {
 			return badValue(mod, "--"+opt, args[0], "at most 16 options")
 		}
-		m.Opts = append(m.Opts, uint16(typ)<<8|uint16(ln))
+		// Only the low byte of each number is kept, as iptables keeps it:
+		// "256" is type 0, "1:-1" length 255 (any).
+		m.Opts = append(m.Opts, uint16(uint8(typ))<<8|uint16(uint8(ln)))
 	}
 	return nil
 }
@@ -152,4 +155,37 @@ func (m *OptsMatch) match(c *evalCtx) bool {
 		}
 	}
 	return true
+}
+
+// strtoul reads a number as C's strtoul with base 0 does for the option
+// lists of hbh and dst: an optional sign ("-1" wraps to the largest
+// value), then hex ("0x"), octal (leading "0") or decimal digits; a
+// value too large saturates. The whole string must be a number.
+func strtoul(s string) (uint64, bool) {
+	neg := false
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	if s == "" || s[0] == '-' || s[0] == '+' {
+		return 0, false
+	}
+	n, ok := parseCUint(s, ^uint64(0))
+	if !ok {
+		// Too large, or not a number: strtoul saturates the former.
+		base, digits := 10, s
+		switch {
+		case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
+			base, digits = 16, s[2:]
+		case len(s) > 1 && s[0] == '0':
+			base, digits = 8, s[1:]
+		}
+		if _, err := strconv.ParseUint(digits, base, 64); err == nil || !errors.Is(err, strconv.ErrRange) {
+			return 0, false
+		}
+		n = ^uint64(0)
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -56,7 +57,8 @@ func (b *ipv6headerBuilder) set(_ *ruleCtx, opt string, inv bool, args []string)
 	for _, n := range strings.Split(args[0], ",") {
 		found := false
 		for _, h := range ipv6HeaderNames {
-			if strings.EqualFold(n, h.name) || containsFold(h.alias, n) {
+			// Names are case-sensitive here ("HOP" is unknown).
+			if n == h.name || slices.Contains(h.alias, n) {
 				mask |= h.bit
 				found = true
 			}
@@ -67,15 +69,6 @@ func (b *ipv6headerBuilder) set(_ *ruleCtx, opt string, inv bool, args []string)
 	}
 	b.m.Headers, b.m.Invert, b.given = mask, inv, true
 	return nil
-}
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func (b *ipv6headerBuilder) done(*ruleCtx) (any, error) {

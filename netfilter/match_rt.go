@@ -18,7 +18,7 @@ import (
 // which Packet does not carry: such a rule is loaded and printed but
 // refused when the ruleset is loaded into a Host.
 type RTMatch struct {
-	Type             uint8
+	Type             uint32
 	HasType, InvType bool
 	SegsLeft         SPIRange
 	InvSegsLeft      bool
@@ -46,11 +46,12 @@ func init() {
 func (m *RTMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	switch opt {
 	case "rt-type":
-		n, ok := parseCUint(args[0], 255)
+		// The kernel keeps 32 bits; a type above 255 matches no header.
+		n, ok := parseCUint(args[0], 0xffffffff)
 		if !ok {
-			return badValue("rt", "--rt-type", args[0], "a type 0-255")
+			return badValue("rt", "--rt-type", args[0], "a type 0-4294967295")
 		}
-		m.Type, m.HasType, m.InvType = uint8(n), true, inv
+		m.Type, m.HasType, m.InvType = uint32(n), true, inv
 	case "rt-segsleft":
 		r, err := parseSPIRange("rt", "--rt-segsleft", args[0], 0xffffffff)
 		if err != nil {
@@ -193,6 +194,6 @@ func (m *RTMatch) match(c *evalCtx) bool {
 	}
 	return m.SegsLeft.contains(uint32(p.RTSegsLeft)) != m.InvSegsLeft &&
 		(!m.HasLen || ((uint32(p.RTLen)+1)*8 == m.Len) != m.InvLen) &&
-		(!m.HasType || (p.RTType == m.Type) != m.InvType) &&
+		(!m.HasType || (uint32(p.RTType) == m.Type) != m.InvType) &&
 		!(m.Res && p.RTReserved)
 }
