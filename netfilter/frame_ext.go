@@ -140,6 +140,21 @@ func (d *Decoder) ipv6Chain(b []byte) {
 			if seen&bit == 0 {
 				p.RTType, p.RTSegsLeft, p.RTLen = h[2], h[3], h[1]
 				p.RTReserved = binary.BigEndian.Uint32(h[4:8]) != 0
+				if h[2] == 4 && n <= len(h) {
+					p.SRH, p.SRHNext, p.SRHLastEntry = true, h[0], h[4]
+					p.SRHTag = binary.BigEndian.Uint16(h[6:8])
+					sid := func(i int) (a [16]byte) {
+						if o := 8 + 16*i; o+16 <= n {
+							copy(a[:], h[o:o+16])
+						}
+						return a
+					}
+					p.SRHPrevSID = sid(int(h[3]) + 1)
+					if h[3] > 0 {
+						p.SRHNextSID = sid(int(h[3]) - 1)
+					}
+					p.SRHLastSID = sid(0)
+				}
 			}
 		case ExtHopByHop:
 			if seen&bit == 0 {

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -234,6 +235,7 @@ func TestExtMatches6Kernel(t *testing.T) {
 		return gopacket.Payload(out)
 	}
 	addr := make([]byte, 16)
+	sid := func(s string) []byte { return netip.MustParseAddr(s).AsSlice() }
 	frames := [][]byte{
 		extFrame(t, ip(layers.IPProtocolUDP, client, 64, 0xb8|2), cat(udp)),
 		extFrame(t, ip(layers.IPProtocolUDP, eui, 5, 0), cat(udp)),
@@ -252,6 +254,12 @@ func TestExtMatches6Kernel(t *testing.T) {
 		extFrame(t, ip(135, client, 64, 0), cat([]byte{59, 1, 5, 0, 0, 0, 0, 0}, make([]byte, 8))),                    // MH binding update
 		extFrame(t, ip(135, client, 64, 0), cat([]byte{59, 1, 1, 0, 0, 0, 0, 0}, make([]byte, 8))),                    // MH home test init
 		extFrame(t, ip(59, client, 64, 0)),
+		// Segment routing headers: segments [fd00:bb::1, fd00:aa::2],
+		// last entry 1, tag 7; segments left 1, 0, and 2 (beyond the
+		// last entry).
+		extFrame(t, ip(43, client, 64, 0), cat([]byte{17, 4, 4, 1, 1, 0, 0, 7}, sid("fd00:bb::1"), sid("fd00:aa::2"), udp)),
+		extFrame(t, ip(43, client, 64, 0), cat([]byte{17, 4, 4, 0, 1, 0, 0, 7}, sid("fd00:bb::1"), sid("fd00:aa::2"), udp)),
+		extFrame(t, ip(43, client, 64, 0), cat([]byte{17, 4, 4, 2, 1, 0, 0, 7}, sid("fd00:bb::1"), sid("fd00:aa::2"), udp)),
 	}
 	rules := []string{
 		"-m hl --hl-eq 64", "-m hl ! --hl-eq 64", "-m hl --hl-lt 10", "-m hl --hl-gt 100",
@@ -274,6 +282,13 @@ func TestExtMatches6Kernel(t *testing.T) {
 		"-m ipv6header ! --header prot", "-m ipv6header ! --header frag --soft", "-m ipv6header --header dst,prot",
 		"-m ipv6header --header route,prot", "-m ipv6header --header ah,prot", "-m ipv6header --header frag,prot",
 		"-m ipv6header --header none", "-m ipv6header --header 0",
+		"-m srh", "-m srh --srh-next-hdr 17", "-m srh ! --srh-next-hdr 17", "-m srh --srh-hdr-len-eq 4",
+		"-m srh --srh-hdr-len-gt 3", "-m srh --srh-hdr-len-lt 3", "-m srh --srh-segs-left-eq 1", "-m srh ! --srh-segs-left-eq 1",
+		"-m srh --srh-segs-left-lt 1", "-m srh --srh-segs-left-gt 0", "-m srh --srh-last-entry-eq 1", "-m srh --srh-last-entry-gt 0",
+		"-m srh --srh-last-entry-lt 1", "-m srh --srh-tag 7", "-m srh ! --srh-tag 7",
+		"-m srh --srh-psid fd00:aa::/32", "-m srh ! --srh-psid fd00:aa::/32", "-m srh --srh-nsid fd00:bb::/32",
+		"-m srh ! --srh-nsid fd00:cc::/32", "-m srh --srh-lsid fd00:bb::1", "-m srh ! --srh-lsid fd00:bb::1",
+		"-m srh --srh-lsid ::/0 --srh-tag 8", "-m srh --srh-tag 1792",
 	}
 	extRulesCompare(t, lab, IPv6, rules, frames, true)
 }

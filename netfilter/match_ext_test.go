@@ -108,7 +108,6 @@ func TestExtMatchLoadRefusals(t *testing.T) {
 		name  string
 	}{
 		{IPv4, "*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -m cgroup --path /user.slice\nCOMMIT\n", "-m cgroup"},
-		{IPv6, "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m srh --srh-tag 5\nCOMMIT\n", "-m srh"},
 		{IPv6, "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m rt --rt-type 0 --rt-0-addrs ::1\nCOMMIT\n", "-m rt"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -218,6 +217,24 @@ func TestExtMatchSemantics(t *testing.T) {
 		"-m ipv6header --header ipv6-frag,prot --soft": true,
 	} {
 		assert.Equal(t, want, extMatch(t, nil, IPv6, "filter", "INPUT", spec, v6), spec)
+	}
+
+	// srh: segments left 1 of last entry 1; the tag is read in host
+	// (little-endian) byte order.
+	sr := Packet{Family: IPv6, Src: netip.MustParseAddr("fd00::1"), Dst: netip.MustParseAddr("fd00::2"), IPv6Exts: ExtRouting | ExtProto,
+		RTType: 4, RTSegsLeft: 1, RTLen: 4, SRH: true, SRHNext: 17, SRHLastEntry: 1, SRHTag: 7,
+		SRHNextSID: netip.MustParseAddr("fd00:bb::1").As16(), SRHLastSID: netip.MustParseAddr("fd00:bb::1").As16()}
+	for spec, want := range map[string]bool{
+		"-m srh --srh-next-hdr 17 --srh-segs-left-eq 1 --srh-last-entry-eq 1": true,
+		"-m srh --srh-tag 7":                           false,
+		"-m srh --srh-tag 1792":                        true,
+		"-m srh --srh-psid ::/0":                       false, // no previous segment
+		"-m srh ! --srh-psid ::/0":                     false,
+		"-m srh --srh-nsid fd00:bb::/32":               true,
+		"-m srh --srh-lsid fd00:bb::2":                 false,
+		"-m srh --srh-hdr-len-gt 1 --srh-hdr-len-lt 9": false, // both test 9
+	} {
+		assert.Equal(t, want, extMatch(t, nil, IPv6, "filter", "INPUT", spec, sr), spec)
 	}
 
 	// eui64: the modified EUI-64 of the Ethernet source.

@@ -2,19 +2,26 @@ package netfilter
 
 import (
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"strconv"
 	"strings"
 )
 
 // SRHMatch is ip6tables "-m srh": tests of the IPv6 segment routing
-// header (next header, length, segments left, last entry, tag, and the
-// previous, next and last segment ids). The kernel's rule keeps one
-// value per field: of --srh-hdr-len-eq, -gt and -lt, each given one is
-// tested against the value of the last given, as iptables stores and
-// prints it. Packet does not carry the segment routing header: the
-// match is loaded and printed, and refused when the ruleset is loaded
-// into a Host.
+// header (a type 4 routing header, Packet.SRH): its next header, length
+// field, segments left and last entry (each equal, greater or less than
+// a value), tag, and the previous, next and last segment ids under a
+// prefix. The kernel's rule keeps one value per field: of
+// --srh-hdr-len-eq, -gt and -lt, each given one is tested against the
+// value of the last given, as iptables stores and prints it. A packet
+// without the header, or whose segments left exceeds its last entry,
+// never matches; --srh-psid fails when there is no previous segment
+// (segments left = last entry) and --srh-nsid when there is no next one
+// (segments left = 0), inverted or not. The kernel compares --srh-tag
+// with the tag field as the host reads it in its own byte order: on a
+// little-endian machine, as packetwalk assumes, "--srh-tag 7" matches
+// the bytes 07 00 on the wire (tag 1792), not tag 7.
 type SRHMatch struct {
 	NextHdr, HdrLen, SegsLeft, LastEntry uint8
 	Tag                                  uint16
@@ -93,10 +100,6 @@ func (m *SRHMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 
 func (m *SRHMatch) done(*ruleCtx) (any, error) { return m, nil }
 
-func (m *SRHMatch) unmodelled() string {
-	return "the segment routing header (Packet does not carry it)"
-}
-
 // Module implements Match.
 func (m *SRHMatch) Module() string { return "srh" }
 
@@ -156,5 +159,30 @@ func (m *SRHMatch) appendList(b []byte, _ bool) []byte {
 	return b
 }
 
-// match is never reached: compile refuses the match (unmodelled).
-func (m *SRHMatch) match(*evalCtx) bool { return false }
+func (m *SRHMatch) match(c *evalCtx) bool {
+	p := c.pkt
+	if !p.SRH || p.RTSegsLeft > p.SRHLastEntry {
+		return false
+	}
+	test := func(k int, ok bool) bool {
+		return m.flags&(1<<k) == 0 || ok != (m.inv&(1<<k) != 0)
+	}
+	under := func(pfx netip.Prefix, sid [16]byte) bool {
+		return pfx.Contains(netip.AddrFrom16(sid))
+	}
+	hl, sl, le := p.RTLen, p.RTSegsLeft, p.SRHLastEntry
+	if !(test(0, p.SRHNext == m.NextHdr) &&
+		test(1, hl == m.HdrLen) && test(2, hl > m.HdrLen) && test(3, hl < m.HdrLen) &&
+		test(4, sl == m.SegsLeft) && test(5, sl > m.SegsLeft) && test(6, sl < m.SegsLeft) &&
+		test(7, le == m.LastEntry) && test(8, le > m.LastEntry) && test(9, le < m.LastEntry) &&
+		test(10, bits.ReverseBytes16(p.SRHTag) == m.Tag)) {
+		return false
+	}
+	if m.flags&(1<<11) != 0 && (sl == le || !test(11, under(m.PSID, p.SRHPrevSID))) {
+		return false
+	}
+	if m.flags&(1<<12) != 0 && (sl == 0 || !test(12, under(m.NSID, p.SRHNextSID))) {
+		return false
+	}
+	return test(13, under(m.LSID, p.SRHLastSID))
+}

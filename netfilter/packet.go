@@ -167,6 +167,15 @@ type Packet struct {
 	// RTReserved whether the 32-bit field after them is non-zero (-m rt).
 	RTType, RTSegsLeft, RTLen uint8
 	RTReserved                bool
+	// SRH says the routing header is a complete segment routing header
+	// (type 4, -m srh); then SRHNext is its next header, SRHLastEntry
+	// and SRHTag its last entry and tag fields, and SRHPrevSID,
+	// SRHNextSID and SRHLastSID the segments at index segments left + 1,
+	// segments left - 1 and 0 (each meaningful when that index exists).
+	SRH                                bool
+	SRHNext, SRHLastEntry              uint8
+	SRHTag                             uint16
+	SRHPrevSID, SRHNextSID, SRHLastSID [16]byte
 	// MHType is the Mobility Header's type (-m mh).
 	MHType uint8
 	// CPU is the CPU that processes the packet (-m cpu); the model has
