@@ -3,17 +3,18 @@ package netfilter
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // CgroupMatch is "-m cgroup [!] --cgroup CLASSID" or "[!] --path PATH":
 // the cgroup of the local socket the packet belongs to. --cgroup tests
-// the net_cls class id, which the caller gives in Packet.CgroupClassID;
-// --path tests that the socket's cgroup (v2) lies under PATH. The model
-// knows only the root, which every cgroup lies under: "--path /" is
-// evaluated, any other path is loaded and printed but refused when the
-// ruleset is loaded into a Host. A packet without a socket (HasSocket
-// false) never matches, inverted or not. The kernel allows the match in
-// INPUT, OUTPUT and POSTROUTING, and refuses a rule with both options or
+// the net_cls class id (Packet.CgroupClassID); --path tests that the
+// socket's cgroup v2 (Packet.CgroupPath) is PATH or lies below it. The
+// kernel resolves PATH when the rule is loaded and refuses a path that
+// does not exist on the machine; packetwalk has no cgroup hierarchy and
+// takes any path. A packet without a socket (HasSocket false) never
+// matches, inverted or not. The kernel allows the match in INPUT,
+// OUTPUT and POSTROUTING, and refuses a rule with both options or
 // neither.
 type CgroupMatch struct {
 	ClassID  uint32
@@ -57,13 +58,6 @@ func (m *CgroupMatch) done(*ruleCtx) (any, error) {
 	return m, nil
 }
 
-func (m *CgroupMatch) unmodelled() string {
-	if m.HasPath && m.Path != "/" {
-		return "--path " + strconv.Quote(m.Path) + " (the model has no cgroup hierarchy below the root)"
-	}
-	return ""
-}
-
 // Module implements Match.
 func (m *CgroupMatch) Module() string { return "cgroup" }
 
@@ -95,7 +89,15 @@ func (m *CgroupMatch) match(c *evalCtx) bool {
 		return false
 	}
 	if m.HasPath {
-		return !m.Invert // only "/" gets here: every cgroup lies under it
+		return cgroupUnder(p.CgroupPath, m.Path) != m.Invert
 	}
 	return (p.CgroupClassID == m.ClassID) != m.Invert
+}
+
+// cgroupUnder reports whether cgroup path is ancestor or lies below it,
+// as cgroup_is_descendant does; paths are compared by their components,
+// so "/a" is not under "/a/b" nor "/ab" under "/a".
+func cgroupUnder(path, ancestor string) bool {
+	p, a := strings.Trim(path, "/"), strings.Trim(ancestor, "/")
+	return a == "" || p == a || len(p) > len(a) && p[:len(a)] == a && p[len(a)] == '/'
 }

@@ -107,7 +107,6 @@ func TestExtMatchLoadRefusals(t *testing.T) {
 		rules string
 		name  string
 	}{
-		{IPv4, "*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -m cgroup --path /user.slice\nCOMMIT\n", "-m cgroup"},
 		{IPv6, "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -m rt --rt-type 0 --rt-0-addrs ::1\nCOMMIT\n", "-m rt"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,9 +119,9 @@ func TestExtMatchLoadRefusals(t *testing.T) {
 			assert.Contains(t, err.Error(), c.name)
 		})
 	}
-	// "--path /" is modelled: every cgroup lies under the root.
+	// cgroup paths are the caller's input (Packet.CgroupPath); any loads.
 	h := NewHost(HostConfig{})
-	require.NoError(t, h.Restore(IPv4, []byte("*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -m cgroup --path /\nCOMMIT\n"), RestoreOptions{}))
+	require.NoError(t, h.Restore(IPv4, []byte("*filter\n:OUTPUT ACCEPT [0:0]\n-A OUTPUT -m cgroup --path /user.slice\nCOMMIT\n"), RestoreOptions{}))
 }
 
 // extMatch runs the single match of "-A CHAIN spec" on p.
@@ -157,6 +156,20 @@ func TestExtMatchSemantics(t *testing.T) {
 	assert.False(t, extMatch(t, nil, IPv4, "filter", "OUTPUT", "-m cgroup ! --cgroup 5", v4), "no socket: no match, inverted or not")
 	assert.True(t, extMatch(t, nil, IPv4, "filter", "OUTPUT", "-m cgroup --path /", sock))
 	assert.False(t, extMatch(t, nil, IPv4, "filter", "OUTPUT", "-m cgroup ! --path /", sock))
+	sock.CgroupPath = "/system.slice/sshd.service"
+	for spec, want := range map[string]bool{
+		"-m cgroup --path /system.slice":                true,
+		"-m cgroup --path system.slice/":                true,
+		"-m cgroup --path /system.slice/sshd.service":   true,
+		"-m cgroup --path /system.slice/sshd.service/x": false,
+		"-m cgroup --path /system":                      false,
+		"-m cgroup ! --path /user.slice":                true,
+	} {
+		assert.Equal(t, want, extMatch(t, nil, IPv4, "filter", "OUTPUT", spec, sock), spec)
+	}
+	cg := lastRule(t, IPv4, "filter", "OUTPUT", "-m cgroup --path /system.slice").Matches[0]
+	cc := &evalCtx{pkt: &sock, host: NewHost(HostConfig{})}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { cg.match(cc) }), "cgroup --path allocates")
 
 	h := NewHost(HostConfig{})
 	require.NoError(t, h.AddInterface("eth0"))

@@ -184,9 +184,12 @@ type Packet struct {
 	// Realm is the routing realm of the packet's route (the route's
 	// realm, dst->tclassid, -m realm); the model's routes carry none.
 	Realm uint32
-	// CgroupClassID is the net_cls class id of the sending socket's
-	// cgroup (-m cgroup --cgroup), meaningful with HasSocket.
+	// CgroupClassID is the net_cls class id of the packet's socket's
+	// cgroup (-m cgroup --cgroup) and CgroupPath that cgroup's path in
+	// the cgroup v2 hierarchy ("/system.slice/sshd.service"; empty means
+	// the root, -m cgroup --path), both meaningful with HasSocket.
 	CgroupClassID uint32
+	CgroupPath    string
 }
 
 // InnerHeader is the part of the packet quoted by an ICMP error that
