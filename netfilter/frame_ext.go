@@ -134,7 +134,7 @@ func (d *Decoder) ipv6Chain(b []byte) {
 			if seen&bit == 0 {
 				p.AHLen = h[1]
 				p.AHReserved = h[2] != 0 || h[3] != 0
-				p.SPI = binary.BigEndian.Uint32(h[4:8])
+				p.AHSPI = binary.BigEndian.Uint32(h[4:8])
 			}
 		case ExtRouting:
 			if seen&bit == 0 {

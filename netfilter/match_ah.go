@@ -11,7 +11,8 @@ import (
 // SPI is that of the AH header the packet carries (Packet.SPI); a
 // non-first fragment never matches. For IPv6 the AH header is an
 // extension header: a packet without one (Packet.IPv6Exts has no
-// ExtAuth) never matches; --ahlen tests its length in bytes (as the
+// ExtAuth) never matches; --ahspi tests Packet.AHSPI, --ahlen its
+// length in bytes (as the
 // kernel's ip6t_ah computes it from the length field, Packet.AHLen) and
 // --ahres requires its reserved field to be 0.
 type AHMatch struct {
@@ -176,7 +177,7 @@ func (m *AHMatch) match(c *evalCtx) bool {
 		if p.IPv6Exts&ExtAuth == 0 {
 			return false
 		}
-		return m.SPIs.contains(p.SPI) != m.InvSPI &&
+		return m.SPIs.contains(p.AHSPI) != m.InvSPI &&
 			(!m.HasLen || ((uint32(p.AHLen)+2)*4 == m.Len) != m.InvLen) &&
 			(!m.Reserved || !p.AHReserved)
 	}

@@ -344,7 +344,7 @@ func TestDecodeExtFields(t *testing.T) {
 	assert.Equal(t, uint32(9), p.FragID)
 	assert.True(t, p.FragMore)
 	assert.True(t, p.FragReserved)
-	assert.Equal(t, uint32(100), p.SPI)
+	assert.Equal(t, uint32(100), p.AHSPI)
 	assert.Equal(t, uint8(4), p.AHLen)
 	assert.True(t, p.AHReserved)
 	assert.Equal(t, uint8(ProtoUDP), p.Proto)

@@ -121,14 +121,14 @@ type Packet struct {
 	// tcpmss, dccp, ipv6header, frag, ...) and explicit inputs for the
 	// state the model has no source for (cpu, realm, cgroup). ---
 
-	// SPI is the security parameter index of the packet's AH header
-	// (-m ah) or ESP header (-m esp), or the CPI of its IPComp header
-	// (-m ipcomp), whichever the packet carries (Proto for IPv4; for IPv6
-	// the AH header is an extension header, see IPv6Exts).
+	// SPI is the security parameter index of the packet's ESP header
+	// (-m esp) or IPv4 AH header (-m ah), or the CPI of its IPComp header
+	// (-m ipcomp): the header Proto names.
 	SPI uint32
-	// AHLen and AHReserved are the IPv6 AH header's length field (in
-	// 4-byte units, minus 2, as on the wire) and whether its reserved
-	// field is non-zero (ip6tables -m ah --ahlen, --ahres).
+	// AHSPI, AHLen and AHReserved are the IPv6 AH extension header's SPI,
+	// length field (in 4-byte units, minus 2, as on the wire) and whether
+	// its reserved field is non-zero (ip6tables -m ah).
+	AHSPI      uint32
 	AHLen      uint8
 	AHReserved bool
 	// MSS is the value of the TCP MSS option (kind 2, 4 bytes); it is
