@@ -90,10 +90,18 @@ type program struct {
 func needsConntrack(module string) bool {
 	switch module {
 	case "conntrack", "state", "connmark", "CONNMARK", "CT", "NOTRACK",
-		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "helper", "connlimit":
+		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "helper", "connlimit",
+		"connbytes", "connlabel", "cluster":
 		return true
 	}
 	return false
+}
+
+// unmodelled is implemented by matches that load and print but whose
+// test, with some options, reads state the model has no source for; a
+// non-empty reason makes compile refuse the ruleset, naming the match.
+type unmodelled interface {
+	unmodelled() string
 }
 
 // compile turns a ruleset into a program, validating the tables that
@@ -171,6 +179,11 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 				for k, m := range r.Matches {
 					if needsConntrack(m.Module()) {
 						p.conntrack = true
+					}
+					if u, ok := m.(unmodelled); ok {
+						if why := u.unmodelled(); why != "" {
+							return nil, &ruleError{r, fmt.Errorf("%w: -m %s in table %s chain %s rule %d: %s", ErrUnsupported, m.Module(), t.id, c.Name, i+1, why)}
+						}
 					}
 					switch m := m.(type) {
 					case *SetMatch:

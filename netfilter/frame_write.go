@@ -64,6 +64,10 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 			if o.Family == IPv4 {
 				w.udpCk[0] = l4Ck // zero means "no checksum"
 			}
+		case 33: // DCCP: its checksum covers the pseudo-header too
+			if d.l3end-l4 >= 12 {
+				l4Ck, pseudo = l4+6, true
+			}
 		case ProtoICMP:
 			l4Ck = l4 + 2
 		case ProtoICMPv6:
@@ -110,6 +114,11 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 		}
 	case ProtoUDP:
 		w.set(l4, ports[:], l4Ck, -1)
+	case 33:
+		// Ports are decoded from a full DCCP generic header only.
+		if d.l3end-l4 >= 12 {
+			w.set(l4, ports[:], l4Ck, -1)
+		}
 	case ProtoSCTP:
 		copy(w.b[l4:], ports[:])
 		if !d.fragmented() {

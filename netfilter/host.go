@@ -71,6 +71,9 @@ type HostConfig struct {
 type Interface struct {
 	Name  string
 	Addrs []netip.Prefix
+	// Group is the device group (ip link set DEV group N, -m devgroup);
+	// 0, the default group, unless set.
+	Group uint32
 }
 
 // RouteType is the kind of a route, as ip route prints it.
