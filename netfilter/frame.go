@@ -477,6 +477,8 @@ func (l *tcpLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 // malformed length leaves SACKEnd at the ack number).
 func tcpOptionValue(p *Packet, kind uint8, opt []byte) {
 	switch {
+	case kind == 2 && len(opt) == 4:
+		p.MSS = binary.BigEndian.Uint16(opt[2:])
 	case kind == 3 && len(opt) == 3:
 		p.WScale = opt[2]
 	case kind == 5:

@@ -111,11 +111,11 @@ func sampleFrames(t testing.TB) []sampleFrame {
 	return []sampleFrame{
 		{"tcp syn with options", tcpSYN, false, with(base4, func(p *Packet) {
 			p.Proto, p.SrcPort, p.DstPort, p.TCPFlags, p.Length, p.TCPOptions = ProtoTCP, 40001, 80, SYN, 20+32+5, tcpOpts
-			p.Seq, p.Window, p.WScale, p.TCPHeaderLen = 1000, 64240, 7, 32
+			p.Seq, p.Window, p.WScale, p.MSS, p.TCPHeaderLen = 1000, 64240, 7, 1460, 32
 		})},
 		{"raw ipv4 tcp", rawTCP, true, with(base4, func(p *Packet) {
 			p.Proto, p.SrcPort, p.DstPort, p.TCPFlags, p.Length, p.TCPOptions = ProtoTCP, 40001, 80, SYN, 20+32+5, tcpOpts
-			p.Seq, p.Window, p.WScale, p.TCPHeaderLen = 1000, 64240, 7, 32
+			p.Seq, p.Window, p.WScale, p.MSS, p.TCPHeaderLen = 1000, 64240, 7, 1460, 32
 			p.SrcMAC, p.HasMAC, p.PktType = [6]byte{}, false, PktAuto
 		})},
 		{"udp ipv6", udp6, false, Packet{Family: IPv6, Proto: ProtoUDP, Src: a("fd00::2"), Dst: a("fd00::1"), SrcPort: 5353, DstPort: 53,

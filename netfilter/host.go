@@ -71,6 +71,9 @@ type HostConfig struct {
 type Interface struct {
 	Name  string
 	Addrs []netip.Prefix
+	// MTU is the device MTU; 0 means 1500 (65536 for lo), the kernel's
+	// defaults. TCPMSS --clamp-mss-to-pmtu reads it through the routes.
+	MTU int
 }
 
 // RouteType is the kind of a route, as ip route prints it.
@@ -92,6 +95,9 @@ type Route struct {
 	Iface   string
 	Gateway netip.Addr
 	Type    RouteType
+	// MTU is the route's mtu attribute ("ip route ... mtu N"); 0 means the
+	// device's.
+	MTU int
 }
 
 // Host is a simulated Linux host: interfaces, routes, a ruleset per family
@@ -347,4 +353,23 @@ func (h *Host) Exec(line string) error {
 		return err
 	}
 	return h.load(rs, [numTables]*validated{})
+}
+
+// routeMTU is the MTU of the route a packet to dst takes (the kernel's
+// dst_mtu): the route's own, else its device's; 0 when there is no route.
+func (h *Host) routeMTU(dst netip.Addr) int {
+	r := h.route(dst)
+	if r == nil || routeFailure(r) != "" {
+		return 0
+	}
+	if r.MTU != 0 {
+		return r.MTU
+	}
+	if i := h.byName[r.Iface]; i != nil && i.MTU != 0 {
+		return i.MTU
+	}
+	if r.Iface == "lo" || r == &h.loRoute {
+		return 65536
+	}
+	return 1500
 }

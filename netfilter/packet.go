@@ -82,6 +82,10 @@ type Packet struct {
 	// when TCPOptions has its kind (see SetTCPOption).
 	WScale  uint8
 	SACKEnd uint32
+	// MSS is the value of the maximum segment size option (kind 2, 4
+	// bytes long), meaningful when TCPOptions has kind 2. TCPMSS lowers
+	// it, or adds the option (growing TCPHeaderLen and Length by 4).
+	MSS uint16
 	// TCPHeaderLen is the TCP header length in bytes, options included;
 	// 0 means 20 (no options). IPHeaderLen is the length of the IP header
 	// up to the transport header (IPv4 options, IPv6 extension headers);

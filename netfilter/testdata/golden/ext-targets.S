@@ -1,0 +1,58 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-N QOS
+-A PREROUTING -j QOS
+-A PREROUTING -p tcp -j TCPMSS --set-mss 1400
+-A PREROUTING -p tcp -j TCPMSS --set-mss 16
+-A FORWARD -p tcp -m tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
+-A OUTPUT -p tcp -j TCPMSS --set-mss 536
+-A POSTROUTING -o eth1 -p tcp -j TCPMSS --clamp-mss-to-pmtu
+-A QOS -j DSCP --set-dscp 0x20
+-A QOS -j DSCP --set-dscp 0x3f
+-A QOS -j DSCP --set-dscp 0x2e
+-A QOS -j DSCP --set-dscp 0x22
+-A QOS -j DSCP --set-dscp 0x00
+-A QOS -j TOS --set-tos 0x10/0xff
+-A QOS -j TOS --set-tos 0x10/0x3f
+-A QOS -j TOS --set-tos 0x08/0x3f
+-A QOS -j TOS --set-tos 0x04/0x3f
+-A QOS -j TOS --set-tos 0x02/0x3f
+-A QOS -j TOS --set-tos 0x00/0x3f
+-A QOS -j TOS --set-tos 0x10/0x3f
+-A QOS -j TOS --set-tos 0x07/0x3f
+-A QOS -j TOS --set-tos 0x12/0xff
+-A QOS -j TOS --set-tos 0x10/0x10
+-A QOS -j TOS --set-tos 0x00/0x00
+-A QOS -j TOS --set-tos 0x00/0xc0
+-A QOS -j TOS --set-tos 0x00/0x3f
+-A QOS -j TOS --set-tos 0x3f/0x3f
+-A QOS -j TOS --set-tos 0x3f/0x00
+-A QOS -j TOS --set-tos 0x05/0x0f
+-A QOS -j TTL --ttl-set 0
+-A QOS -j TTL --ttl-set 255
+-A QOS -j TTL --ttl-dec 1
+-A QOS -j TTL --ttl-inc 16
+-A QOS -p tcp -j ECN --ecn-tcp-remove
+-A QOS -p tcp -j ECN --ecn-tcp-ece 0 --ecn-tcp-cwr 0 --ecn-ip-ect 2
+-A QOS -p tcp -j ECN --ecn-tcp-remove
+-A QOS -p tcp -j ECN --ecn-tcp-ece 1
+-A QOS -p tcp -j ECN --ecn-tcp-remove
+-A QOS -p tcp -j ECN --ecn-tcp-cwr 1 --ecn-ip-ect 3
+-A QOS -j ECN --ecn-ip-ect 0
+-A QOS -j ECN --ecn-ip-ect 1
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A INPUT -p tcp -j TCPMSS --set-mss 1000
+-A FORWARD -p tcp -m tcp ! --tcp-flags FIN,SYN,RST,ACK SYN -j TCPMSS --clamp-mss-to-pmtu
+# table nat
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A OUTPUT -p tcp -j TCPMSS --clamp-mss-to-pmtu

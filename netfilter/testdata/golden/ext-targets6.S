@@ -1,0 +1,19 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -p tcp -j TCPMSS --set-mss 65495
+-A PREROUTING -j DSCP --set-dscp 0x03
+-A PREROUTING -j DSCP --set-dscp 0x1e
+-A PREROUTING -j TOS --set-tos 0x10/0xff
+-A PREROUTING -j TOS --set-tos 0x02/0x3f
+-A PREROUTING -j TOS --set-tos 0x00/0xf0
+-A PREROUTING -j TOS --set-tos 0x01/0x01
+-A PREROUTING -j TOS --set-tos 0x80/0x00
+-A PREROUTING -j HL --hl-set 0
+-A PREROUTING -j HL --hl-set 64
+-A PREROUTING -j HL --hl-dec 1
+-A PREROUTING -j HL --hl-inc 255
+-A FORWARD -p tcp -m tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
