@@ -90,7 +90,7 @@ type program struct {
 func needsConntrack(module string) bool {
 	switch module {
 	case "conntrack", "state", "connmark", "CONNMARK", "CT", "NOTRACK",
-		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "helper", "connlimit":
+		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP", "helper", "connlimit":
 		return true
 	}
 	return false

@@ -3,6 +3,7 @@ package netfilter
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -143,4 +144,78 @@ func ipPart(t *testing.T, f []byte) []byte {
 	}
 	require.LessOrEqual(t, n, len(f))
 	return f[12:n]
+}
+
+// TestNETMAPKernel maps a whole prefix in nat PREROUTING (destination) and
+// POSTROUTING (source) in the kernel lab and in a FrameHost, and compares
+// the forwarded frame and the server's reply as they leave the node: the
+// reply is translated back through the connection's binding.
+func TestNETMAPKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-nm"})
+	cfg := lab.Config()
+	nat := func(rules string) string {
+		return "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" + rules + "COMMIT\n"
+	}
+	a := netip.MustParseAddr
+	for _, tc := range []struct {
+		name     string
+		v6       bool
+		rules    string
+		spec     kerneltest.FrameSpec
+		replySrc netip.Addr // the server's address the reply comes from
+		replyDst netip.Addr // where the server answers (the mapped source)
+	}{
+		{"dst-and-src", false,
+			"-A PREROUTING -d 10.96.1.0/24 -j NETMAP --to 10.244.1.0/24\n-A POSTROUTING -o eth1 -j NETMAP --to 172.16.10.0/24\n",
+			kerneltest.FrameSpec{Proto: "udp", Src: cfg.Client.Addr(), Dst: a("10.96.1.5"), SrcPort: 5001, DstPort: 53, ID: 1, PayloadLen: 8},
+			cfg.Server[0].Addr(), a("172.16.10.2")},
+		{"tcp-dst-only", false,
+			"-A PREROUTING -p tcp -d 10.96.16.0/20 -j NETMAP --to 10.244.0.0/20\n",
+			kerneltest.FrameSpec{Proto: "tcp", Src: cfg.Client.Addr(), Dst: a("10.96.17.5"), SrcPort: 5002, DstPort: 80, TCPFlags: "SYN", Seq: 1, ID: 2, DF: true},
+			cfg.Server[0].Addr(), cfg.Client.Addr()},
+		{"ipv6", true,
+			"-A PREROUTING -d fd00:96::/64 -j NETMAP --to fd00:244::/64\n-A POSTROUTING -o eth1 -j NETMAP --to fd00:172::/96\n",
+			kerneltest.FrameSpec{Proto: "udp", Src: cfg.Client6.Addr(), Dst: a("fd00:96::5"), SrcPort: 5003, DstPort: 53, PayloadLen: 8},
+			cfg.Server6[0].Addr(), a("fd00:172::2")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rules := nat(tc.rules)
+			rs, fam := kerneltest.Ruleset{IPv4: rules}, IPv4
+			if tc.v6 {
+				rs, fam = kerneltest.Ruleset{IPv6: rules}, IPv6
+			}
+			require.NoError(t, lab.ResetRuleset(rs))
+			h := NewHost(HostConfig{})
+			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
+			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
+			require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
+			fh := NewFrameHost(h)
+
+			frame, err := lab.Frame(tc.spec)
+			require.NoError(t, err)
+			obs, err := lab.Exchange(frame)
+			require.NoError(t, err)
+			res, err := fh.ReceiveFrame("eth0", frame)
+			require.NoError(t, err)
+			require.Len(t, obs.Server, 1, "kernel: %s", obs)
+			require.NotNil(t, res.Frame, "packetwalk did not forward: %v %s", res.Disposition, res.Reason)
+			assert.Equal(t, fmt.Sprintf("% x", ipPart(t, obs.Server[0].Frame)), fmt.Sprintf("% x", ipPart(t, res.Frame)), "forwarded frame")
+
+			reply := kerneltest.FrameSpec{Proto: tc.spec.Proto, Src: tc.replySrc, Dst: tc.replyDst, SrcPort: tc.spec.DstPort, DstPort: tc.spec.SrcPort, ID: 77, PayloadLen: 4}
+			if tc.spec.Proto == "tcp" {
+				reply.TCPFlags, reply.Seq, reply.Ack, reply.PayloadLen = "SYN,ACK", 500, 2, 0
+			}
+			rf, err := lab.FrameFrom(kerneltest.Server, reply)
+			require.NoError(t, err)
+			require.NoError(t, lab.InjectFrom(kerneltest.Server, rf))
+			obs, err = lab.Settle()
+			require.NoError(t, err)
+			res, err = fh.ReceiveFrame("eth1", rf)
+			require.NoError(t, err)
+			require.Len(t, obs.Client, 1, "kernel: %s", obs)
+			require.NotNil(t, res.Frame, "packetwalk did not forward the reply: %v %s", res.Disposition, res.Reason)
+			assert.Equal(t, fmt.Sprintf("% x", ipPart(t, obs.Client[0].Frame)), fmt.Sprintf("% x", ipPart(t, res.Frame)), "reply frame")
+		})
+	}
 }

@@ -17,3 +17,12 @@
 -A PREROUTING -j HL --hl-dec 1
 -A PREROUTING -j HL --hl-inc 255
 -A FORWARD -p tcp -m tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
+# table nat
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -d fd00:96::/64 -j NETMAP --to fd00:244::/64
+-A INPUT -j NETMAP --to 2001:db8::/32
+-A OUTPUT -j NETMAP --to fd00::1/128
+-A POSTROUTING -j NETMAP --to fd00::/120
