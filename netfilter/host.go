@@ -116,6 +116,8 @@ type Host struct {
 	res    Result // Receive's and Send's result; its Packet is walked
 	ct     *conntrack.Table
 	sets   *ipset.Registry
+	// queue is the program reading the NFQUEUE queues (SetQueueHandler).
+	queue QueueHandler
 	// explaining suppresses every state change while Explain walks; oracle
 	// answers its random draws.
 	explaining bool

@@ -219,3 +219,54 @@ func TestNETMAPKernel(t *testing.T) {
 		})
 	}
 }
+
+// TestNFQUEUEKernel checks what NFQUEUE does with no program bound to the
+// queue: the kernel drops the packet, or with --queue-bypass accepts it
+// for the current table only (the next table of the hook still runs).
+// FrameHost without a QueueHandler must agree, counters included.
+func TestNFQUEUEKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-nq"})
+	cfg := lab.Config()
+	const mangle = "*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"
+	const filter = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"
+	for _, tc := range []struct {
+		name    string
+		rules   string
+		forward bool
+	}{
+		{"no-listener-drops", filter + "-A FORWARD -j NFQUEUE --queue-num 3\nCOMMIT\n", false},
+		{"balance-drops", filter + "-A FORWARD -j NFQUEUE --queue-balance 2:5\nCOMMIT\n", false},
+		{"bypass-accepts-table", filter + "-A FORWARD -j NFQUEUE --queue-num 3 --queue-bypass\n-A FORWARD -j DROP\nCOMMIT\n", true},
+		{"bypass-next-table-runs", mangle + "-A FORWARD -j NFQUEUE --queue-bypass\n-A FORWARD -j DROP\nCOMMIT\n" +
+			filter + "-A FORWARD -p udp -j DROP\nCOMMIT\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.NoError(t, lab.Reset(tc.rules))
+			h := NewHost(HostConfig{})
+			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0))
+			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
+			require.NoError(t, h.Restore(IPv4, []byte(tc.rules), RestoreOptions{}))
+			frame, err := lab.Frame(kerneltest.FrameSpec{Proto: "udp", Src: cfg.Client.Addr(), Dst: cfg.Server[0].Addr(), SrcPort: 4000, DstPort: 53, ID: 5, PayloadLen: 10})
+			require.NoError(t, err)
+			obs, err := lab.Exchange(frame)
+			require.NoError(t, err)
+			res, err := NewFrameHost(h).ReceiveFrame("eth0", frame)
+			require.NoError(t, err)
+			assert.Equal(t, tc.forward, len(obs.Server) == 1, "kernel forwarded: %s", obs)
+			assert.Equal(t, tc.forward, res.Frame != nil, "packetwalk: %v %s", res.Disposition, res.Reason)
+			cnt, err := lab.Counters()
+			require.NoError(t, err)
+			mine := h.Ruleset(IPv4)
+			for _, tb := range mine.Tables() {
+				for _, ch := range tb.Chains() {
+					for i, r := range ch.Rules {
+						kc, ok := cnt.Rule(tb.ID().String(), ch.Name, i+1)
+						require.True(t, ok)
+						assert.Equal(t, kc.Packets, r.Counters.Packets, "%s %s rule %d", tb.ID(), ch.Name, i+1)
+					}
+				}
+			}
+		})
+	}
+}
