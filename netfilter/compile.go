@@ -87,10 +87,17 @@ type program struct {
 
 // needsConntrack reports whether a module's checkentry takes a conntrack
 // reference in the kernel (nf_ct_netns_get).
+// unmodelled is implemented by targets packetwalk reads and prints but
+// cannot run (TEE, TPROXY, SYNPROXY...): a host refuses to load them,
+// naming what is missing.
+type unmodelled interface {
+	unmodelled() string
+}
+
 func needsConntrack(module string) bool {
 	switch module {
 	case "conntrack", "state", "connmark", "CONNMARK", "CT", "NOTRACK",
-		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP", "helper", "connlimit":
+		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP", "CONNSECMARK", "SYNPROXY", "helper", "connlimit":
 		return true
 	}
 	return false
@@ -155,6 +162,11 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 				default:
 					a, ok := tg.(applier)
 					if !ok {
+						// Some targets are read and printed but their
+						// effect is not modelled; they say why.
+						if u, ok := tg.(unmodelled); ok {
+							return nil, fmt.Errorf("%w: target %s: %s", ErrUnsupported, tg.Name(), u.unmodelled())
+						}
 						return nil, fmt.Errorf("%w: target %s cannot run", ErrUnsupported, tg.Name())
 					}
 					cr.apply = a

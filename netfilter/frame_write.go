@@ -113,6 +113,15 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 		if o.TCPFlags != p.TCPFlags {
 			w.set(l4+12, []byte{w.b[l4+12], byte(p.TCPFlags)}, l4Ck)
 		}
+		// TCPOPTSTRIP: option kinds the packet no longer carries are
+		// overwritten with NOPs.
+		var gone [4]uint64
+		for i := range gone {
+			gone[i] = o.TCPOptions[i] &^ p.TCPOptions[i] &^ 3
+		}
+		if gone != [4]uint64{} {
+			nopOptions(&w, l4, gone, l4Ck)
+		}
 		if p.hasTCPOption(2) && p.MSS != o.MSS {
 			switch {
 			case o.hasTCPOption(2):
@@ -254,6 +263,29 @@ func (d *Decoder) mssOffset(tcp []byte) int {
 		i += int(tcp[i+1])
 	}
 	return 0
+}
+
+// nopOptions overwrites with NOPs every option of the TCP header at l4
+// whose kind is in kinds, walking the options as the kernel's TCPOPTSTRIP
+// does.
+func nopOptions(w *rewriter, l4 int, kinds [4]uint64, ck int) {
+	tcp := w.b[l4:]
+	hl := int(tcp[12]>>4) * 4
+	for i := 20; i < hl-1; {
+		n := 1
+		if tcp[i] > 1 && tcp[i+1] != 0 {
+			n = int(tcp[i+1])
+		}
+		if i+n > hl {
+			break
+		}
+		if k := tcp[i]; kinds[k/64]&(1<<(k%64)) != 0 {
+			for j := i; j < i+n; j++ {
+				w.setBytes(l4, l4+j, []byte{1}, ck)
+			}
+		}
+		i += n
+	}
 }
 
 // insertMSS adds an MSS option of value mss at the start of the options

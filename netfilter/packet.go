@@ -68,6 +68,9 @@ type Packet struct {
 	In, Out string
 	// Mark is the packet's firewall mark (skb->mark).
 	Mark uint32
+	// Priority is skb->priority, the traffic-control class that CLASSIFY
+	// sets (major<<16 | minor).
+	Priority uint32
 	// SrcMAC is the Ethernet source of a received frame (the mac match);
 	// HasMAC reports whether it is known.
 	SrcMAC [6]byte

@@ -16,7 +16,17 @@
 -A PREROUTING -j HL --hl-set 64
 -A PREROUTING -j HL --hl-dec 1
 -A PREROUTING -j HL --hl-inc 255
+-A PREROUTING -p tcp -j TPROXY --on-port 8080 --on-ip :: --tproxy-mark 0x0/0x0
+-A PREROUTING -p tcp -j TPROXY --on-port 80 --on-ip ::1 --tproxy-mark 0x1/0x1
+-A PREROUTING -j DNPT --src-pfx fd00::/64 --dst-pfx 2001:db8::/64
+-A PREROUTING -j TEE --gateway fd00::1 --oif eth0
+-A INPUT -j SNPT --src-pfx fd00:1::/64 --dst-pfx 2001:db8:1::/64
 -A FORWARD -p tcp -m tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
+-A OUTPUT -j DNPT --src-pfx fd00::/48 --dst-pfx 2001:db8::/64
+-A POSTROUTING -j SNPT --src-pfx fd00::/64 --dst-pfx 2001:db8::/64
+-A POSTROUTING -p tcp -j TCPOPTSTRIP --strip-options 8
+-A POSTROUTING -j CLASSIFY --set-class 0001:0001
+-A POSTROUTING -j NFQUEUE --queue-num 7
 # table nat
 -P PREROUTING ACCEPT
 -P INPUT ACCEPT
