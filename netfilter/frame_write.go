@@ -122,14 +122,19 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 		if gone != [4]uint64{} {
 			nopOptions(&w, l4, gone, l4Ck)
 		}
-		if p.hasTCPOption(2) && p.MSS != o.MSS {
+		if p.hasTCPOption(2) {
 			switch {
-			case o.hasTCPOption(2):
+			case int(p.TCPHeaderLen) == int(o.TCPHeaderLen)+4:
+				// TCPMSS added the option; an MSS option the
+				// original had was stripped (TCPOPTSTRIP) first.
+				if o.hasTCPOption(2) {
+					nopOptions(&w, l4, [4]uint64{1 << 2}, l4Ck)
+				}
+				dst = insertMSS(dst, start, l3, l4, ipCk, l4Ck, o.Family, p.MSS)
+			case o.hasTCPOption(2) && p.MSS != o.MSS:
 				if off := d.mssOffset(w.b[l4:]); off > 0 {
 					w.setBytes(l4, l4+off+2, []byte{byte(p.MSS >> 8), byte(p.MSS)}, l4Ck)
 				}
-			case int(p.TCPHeaderLen) == int(o.TCPHeaderLen)+4:
-				dst = insertMSS(dst, start, l3, l4, ipCk, l4Ck, o.Family, p.MSS)
 			}
 		}
 	case ProtoUDP:

@@ -13,7 +13,8 @@ import (
 )
 
 // TestRewriteTargetsKernel forwards frames through the kernel lab's node
-// with the header-rewriting targets (TCPMSS, DSCP, TOS, TTL, HL, ECN) in
+// with the header-rewriting targets (TCPMSS, TCPOPTSTRIP, DSCP, TOS, TTL,
+// HL, ECN) in
 // its mangle table and through a FrameHost with the same rules, and
 // compares the frames leaving towards the server byte for byte (the
 // Ethernet addresses excepted: FrameHost does not model neighbours) and
@@ -64,6 +65,10 @@ func TestRewriteTargetsKernel(t *testing.T) {
 			with(syn(41007), func(s *kerneltest.FrameSpec) { s.TCPFlags, s.Ack = "ACK", 55 }), 0},
 		{"tcpmss-payload-untouched", false, "-A FORWARD -p tcp -j TCPMSS --set-mss 1000\n",
 			with(syn(41008), func(s *kerneltest.FrameSpec) { s.TCPFlags, s.Ack, s.PayloadLen = "PSH,ACK", 55, 20 }), 0},
+		{"tcpoptstrip", false, "-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options wscale,sack-permitted\n", withMSS(syn(41011), 1460), 0},
+		{"tcpoptstrip-mss-then-tcpmss", false, "-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options mss\n-A POSTROUTING -p tcp -j TCPMSS --set-mss 1000\n", withMSS(syn(41012), 1460), 0},
+		{"tcpoptstrip-absent", false, "-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options timestamp,md5\n", withMSS(syn(41013), 1460), 0},
+		{"tcpoptstrip6", true, "-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options mss,3\n", withMSS(syn6, 1440), 0},
 		{"dscp-class-ef", false, "-A PREROUTING -j DSCP --set-dscp-class EF\n", udp, 0},
 		{"dscp-zero", false, "-A FORWARD -j DSCP --set-dscp 0\n", udp, 0},
 		{"tos-symbol", false, "-A PREROUTING -j TOS --set-tos Minimize-Delay\n", udp, 0},

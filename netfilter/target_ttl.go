@@ -23,13 +23,6 @@ type TTLTarget struct {
 	Value uint8
 }
 
-// HLTarget is "-j HL", the IPv6 form of TTL acting on the hop limit:
-// --hl-set, --hl-dec, --hl-inc.
-type HLTarget struct {
-	Mode  TTLMode
-	Value uint8
-}
-
 func init() {
 	registerTarget(&module{name: "TTL", tables: mangle, families: []Family{IPv4},
 		opts:       []option{{name: "ttl-set", args: 1}, {name: "ttl-dec", args: 1}, {name: "ttl-inc", args: 1}},
@@ -127,20 +120,6 @@ func (t *TTLTarget) appendList(b []byte, _ bool) []byte {
 }
 
 func (t *TTLTarget) apply(c *evalCtx) verdict {
-	c.pkt.TTL = newTTL(t.Mode, t.Value, c.pkt.TTL)
-	return vContinue
-}
-
-// Name implements Target.
-func (t *HLTarget) Name() string { return "HL" }
-
-func (t *HLTarget) appendSave(b []byte) []byte { return appendTTLSave(b, "hl", t.Mode, t.Value) }
-
-func (t *HLTarget) appendList(b []byte, _ bool) []byte {
-	return appendTTLList(b, "HL", t.Mode, t.Value)
-}
-
-func (t *HLTarget) apply(c *evalCtx) verdict {
 	c.pkt.TTL = newTTL(t.Mode, t.Value, c.pkt.TTL)
 	return vContinue
 }
