@@ -88,7 +88,8 @@ type program struct {
 // needsConntrack reports whether a module's checkentry takes a conntrack
 // reference in the kernel (nf_ct_netns_get).
 // unmodelled is implemented by targets packetwalk reads and prints but
-// cannot run (TEE, TPROXY, SYNPROXY...): a host refuses to load them,
+// cannot run (TEE, TPROXY, SYNPROXY...), or not in every form (HMARK's
+// ct tuple): a non-empty answer makes a host refuse to load the rule,
 // naming what is missing.
 type unmodelled interface {
 	unmodelled() string
@@ -160,13 +161,14 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 						cr.kind = vGoto
 					}
 				default:
+					// Some targets are read and printed but their
+					// effect (or some form of it) is not modelled;
+					// they say why.
+					if u, ok := tg.(unmodelled); ok && u.unmodelled() != "" {
+						return nil, fmt.Errorf("%w: target %s: %s", ErrUnsupported, tg.Name(), u.unmodelled())
+					}
 					a, ok := tg.(applier)
 					if !ok {
-						// Some targets are read and printed but their
-						// effect is not modelled; they say why.
-						if u, ok := tg.(unmodelled); ok {
-							return nil, fmt.Errorf("%w: target %s: %s", ErrUnsupported, tg.Name(), u.unmodelled())
-						}
 						return nil, fmt.Errorf("%w: target %s cannot run", ErrUnsupported, tg.Name())
 					}
 					cr.apply = a

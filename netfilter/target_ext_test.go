@@ -61,6 +61,14 @@ func TestExtTargetsRefused(t *testing.T) {
 		{IPv4, "-t mangle -A PREROUTING -j DNPT --src-pfx fd00::/64 --dst-pfx 2001:db8::/64", ErrUnknownTarget},
 		{IPv4, "-t mangle -A PREROUTING -d 10.0.0.5 -j CLUSTERIP --new --hashmode sourceip --clustermac 01:00:5e:00:00:01 --total-nodes 2 --local-node 1", ErrUnknownTarget},
 		{IPv4, "-A INPUT -j ULOG --ulog-nlgroup 1", ErrUnknownTarget},
+		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-mod 10", ErrMissingArgument},
+		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-tuple src", ErrMissingArgument},
+		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-mod 3 --hmark-rnd 1", ErrMissingArgument},
+		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-mod 0 --hmark-rnd 1 --hmark-tuple src", ErrBadValue},
+		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-mod 10 --hmark-rnd 5 --hmark-sport-mask 0xff --hmark-spi-mask 0x3", ErrIncompatibleOpts},
+		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-mod 10 --hmark-rnd 5 --hmark-tuple src --hmark-src-prefix 8", ErrMultipleFlags},
+		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-mod 10 --hmark-rnd 5 --hmark-src-prefix 33", ErrBadValue},
+		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-mod 10 --hmark-rnd 5 --hmark-tuple foo", ErrBadValue},
 		{IPv4, "-A INPUT -j LED", ErrMissingArgument},
 		{IPv4, "-A INPUT -j LED --led-trigger-id foo", ErrUnknownTarget},
 		{IPv4, "-A INPUT -j SECMARK", ErrMissingArgument},
@@ -85,6 +93,7 @@ func TestExtTargetsUnmodelledRefusedAtLoad(t *testing.T) {
 		{IPv4, "*filter\n-A INPUT -j TEE --gateway 10.0.0.1\nCOMMIT\n", "TEE: the copy sent to the gateway"},
 		{IPv4, "*mangle\n-A PREROUTING -p tcp -j TPROXY --on-port 1\nCOMMIT\n", "TPROXY: transparent proxying"},
 		{IPv4, "*filter\n-A INPUT -p tcp -j SYNPROXY\nCOMMIT\n", "SYNPROXY: the syncookie"},
+		{IPv4, "*mangle\n-A PREROUTING -j HMARK --hmark-tuple ct --hmark-mod 4 --hmark-rnd 7\nCOMMIT\n", "HMARK: --hmark-tuple ct"},
 		{IPv6, "*mangle\n-A PREROUTING -j DNPT --src-pfx fd00::/64 --dst-pfx 2001:db8::/64\nCOMMIT\n", "DNPT: network prefix translation"},
 	} {
 		rs, err := ParseRestore(tc.f, []byte(tc.rules))
@@ -112,4 +121,16 @@ func TestClassifyAndOptstripApply(t *testing.T) {
 	assert.True(t, res.Packet.hasTCPOption(3))
 	assert.True(t, res.Packet.hasTCPOption(1), "NOPs in their place")
 	assert.Equal(t, 52, res.Packet.Length, "stripping keeps the length")
+}
+
+// The targets that act on packets keep the walk allocation-free.
+func TestExtTargetsNoAllocs(t *testing.T) {
+	h := rewriteHost(t, IPv4, "-A PREROUTING -p tcp -j TCPMSS --set-mss 1000\n-A FORWARD -p tcp -j TCPMSS --clamp-mss-to-pmtu\n"+
+		"-A PREROUTING -j DSCP --set-dscp 10\n-A PREROUTING -j TOS --set-tos 0x10/0x3f\n-A PREROUTING -j TTL --ttl-inc 3\n"+
+		"-A PREROUTING -p tcp -j ECN --ecn-tcp-remove --ecn-ip-ect 1\n-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options wscale\n"+
+		"-A POSTROUTING -j CLASSIFY --set-class 1:2\n-A PREROUTING -j HMARK --hmark-tuple src,dst,sport,dport,proto --hmark-mod 8 --hmark-rnd 1\n"+
+		"-A FORWARD -j AUDIT --type accept\n-A FORWARD -j IDLETIMER --timeout 5 --label x\n-A FORWARD -j RATEEST --rateest-name r --rateest-interval 1s --rateest-ewmalog 4s\n")
+	p := TCP(netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.1.0.5:80"), SYN)
+	require.Equal(t, Forwarded, h.Receive("eth0", p).Disposition)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Receive("eth0", p) }))
 }

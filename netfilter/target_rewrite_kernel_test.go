@@ -69,6 +69,13 @@ func TestRewriteTargetsKernel(t *testing.T) {
 		{"tcpoptstrip-mss-then-tcpmss", false, "-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options mss\n-A POSTROUTING -p tcp -j TCPMSS --set-mss 1000\n", withMSS(syn(41012), 1460), 0},
 		{"tcpoptstrip-absent", false, "-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options timestamp,md5\n", withMSS(syn(41013), 1460), 0},
 		{"tcpoptstrip6", true, "-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options mss,3\n", withMSS(syn6, 1440), 0},
+		{"hmark-5tuple-tcp", false, hmarkRules("--hmark-tuple src,dst,sport,dport,proto --hmark-rnd 0xfeedcafe"), syn(41014), 0},
+		{"hmark-5tuple-udp", false, hmarkRules("--hmark-tuple src,dst,sport,dport,proto --hmark-rnd 0xfeedcafe"), udp, 0},
+		{"hmark-masks", false, hmarkRules("--hmark-src-prefix 16 --hmark-dst-prefix 24 --hmark-sport-mask 0x0f0f --hmark-dport 0x8000 --hmark-proto-mask 0x3 --hmark-rnd 7"), syn(41015), 0},
+		{"hmark-icmp", false, hmarkRules("--hmark-tuple src,dst,sport,dport,proto --hmark-rnd 1"),
+			kerneltest.FrameSpec{Proto: "icmp", Src: client, Dst: server, ICMPType: 8, ICMPID: 9, ICMPSeq: 1, ID: 3}, 0},
+		{"hmark6", true, hmarkRules("--hmark-tuple src,dst,sport,dport,proto --hmark-rnd 0x12345678"), udp6, 0},
+		{"hmark6-prefix", true, hmarkRules("--hmark-src-prefix 56 --hmark-dst-prefix 100 --hmark-dport-mask 0xff --hmark-rnd 3"), syn6, 0},
 		{"dscp-class-ef", false, "-A PREROUTING -j DSCP --set-dscp-class EF\n", udp, 0},
 		{"dscp-zero", false, "-A FORWARD -j DSCP --set-dscp 0\n", udp, 0},
 		{"tos-symbol", false, "-A PREROUTING -j TOS --set-tos Minimize-Delay\n", udp, 0},
@@ -274,4 +281,15 @@ func TestNFQUEUEKernel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hmarkRules is an HMARK rule with the given options (and --hmark-mod 8
+// --hmark-offset 100) in PREROUTING, and one FORWARD rule per possible
+// mark, whose counters show which mark the packet got.
+func hmarkRules(opts string) string {
+	r := "-A PREROUTING -j HMARK " + opts + " --hmark-mod 8 --hmark-offset 100\n"
+	for m := 100; m < 108; m++ {
+		r += fmt.Sprintf("-A FORWARD -m mark --mark %d\n", m)
+	}
+	return r
 }

@@ -56,6 +56,15 @@
 -A QOS -p tcp -j TCPOPTSTRIP --strip-options 2,3
 -A QOS -p tcp -j TCPOPTSTRIP --strip-options 4,5,7,8,19,255
 -A QOS -p tcp -j TCPOPTSTRIP
+-A QOS -j HMARK --hmark-src-prefix 32 --hmark-dst-prefix 32 --hmark-sport-mask 0xffff --hmark-dport-mask 0xffff --hmark-proto-mask 0xffff --hmark-rnd 0xfeedcafe --hmark-mod 10
+-A QOS -j HMARK --hmark-src-prefix 32 --hmark-rnd 0x00000001 --hmark-mod 10 --hmark-offset 100
+-A QOS -j HMARK --hmark-src-prefix 24 --hmark-dst-prefix 16 --hmark-sport-mask 0x00ff --hmark-dport-mask 0x000f --hmark-proto-mask 0x07 --hmark-rnd 0x00000005 --hmark-mod 10 --hmark-offset 3
+-A QOS -j HMARK --hmark-dst-prefix 32 --hmark-sport 0x0001 --hmark-dport 0x0002 --hmark-rnd 0x00000005 --hmark-mod 10
+-A QOS -j HMARK --hmark-spi-mask 0x000000ff --hmark-spi 0x00000003 --hmark-proto-mask 0x03 --hmark-rnd 0x00000005 --hmark-mod 10
+-A QOS -j HMARK --hmark-rnd 0x00000007 --hmark-mod 4 --hmark-tuple ct
+-A QOS -j HMARK --hmark-src-prefix 32 --hmark-dport-mask 0xffff --hmark-rnd 0x00000007 --hmark-mod 4 --hmark-tuple ct
+-A QOS -j HMARK --hmark-spi-mask 0xffffffff --hmark-rnd 0x00000001 --hmark-mod 3
+-A QOS -j HMARK --hmark-src-prefix 8 --hmark-sport-mask 0xffff --hmark-proto-mask 0xffff --hmark-rnd 0xffffffff --hmark-mod 3
 -A QOS -j CHECKSUM --checksum-fill
 -A QOS -j CONNSECMARK --save
 -A QOS -j CONNSECMARK --restore

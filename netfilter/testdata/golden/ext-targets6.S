@@ -26,6 +26,8 @@
 -A POSTROUTING -j SNPT --src-pfx fd00::/64 --dst-pfx 2001:db8::/64
 -A POSTROUTING -p tcp -j TCPOPTSTRIP --strip-options 8
 -A POSTROUTING -j CLASSIFY --set-class 0001:0001
+-A POSTROUTING -j HMARK --hmark-src-prefix 128 --hmark-dst-prefix 128 --hmark-sport-mask 0xffff --hmark-dport-mask 0xffff --hmark-proto-mask 0xffff --hmark-rnd 0xfeedcafe --hmark-mod 10
+-A POSTROUTING -j HMARK --hmark-src-prefix 64 --hmark-dst-prefix 48 --hmark-rnd 0x00000009 --hmark-mod 7 --hmark-offset 65536
 -A POSTROUTING -j NFQUEUE --queue-num 7
 # table nat
 -P PREROUTING ACCEPT
