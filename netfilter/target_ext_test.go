@@ -94,7 +94,6 @@ func TestExtTargetsUnmodelledRefusedAtLoad(t *testing.T) {
 		{IPv4, "*mangle\n-A PREROUTING -p tcp -j TPROXY --on-port 1\nCOMMIT\n", "TPROXY: transparent proxying"},
 		{IPv4, "*filter\n-A INPUT -p tcp -j SYNPROXY\nCOMMIT\n", "SYNPROXY: the syncookie"},
 		{IPv4, "*mangle\n-A PREROUTING -j HMARK --hmark-tuple ct --hmark-mod 4 --hmark-rnd 7\nCOMMIT\n", "HMARK: --hmark-tuple ct"},
-		{IPv6, "*mangle\n-A PREROUTING -j DNPT --src-pfx fd00::/64 --dst-pfx 2001:db8::/64\nCOMMIT\n", "DNPT: network prefix translation"},
 	} {
 		rs, err := ParseRestore(tc.f, []byte(tc.rules))
 		require.NoError(t, err, "read and printed")
@@ -133,4 +132,32 @@ func TestExtTargetsNoAllocs(t *testing.T) {
 	p := TCP(netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.1.0.5:80"), SYN)
 	require.Equal(t, Forwarded, h.Receive("eth0", p).Disposition)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Receive("eth0", p) }))
+}
+
+func TestNPTApply(t *testing.T) {
+	d := &NPTTarget{Dest: true, Src: netip.MustParsePrefix("fd00:96::/64"), Dst: netip.MustParsePrefix("fd00:244::/64")}
+	// RFC 6296 arithmetic: the first interface-identifier word absorbs
+	// 0xfd96 - 0xff44 in one's complement (0xfe51).
+	a, ok := d.mapNPT(netip.MustParseAddr("fd00:96::1ae:0:0:5"))
+	require.True(t, ok)
+	assert.Equal(t, netip.MustParseAddr("fd00:244::5"), a, "0x01ae + 0xfe51 = 0xffff, written as 0")
+	a, ok = d.mapNPT(netip.MustParseAddr("fd00:96::1"))
+	require.True(t, ok)
+	assert.Equal(t, netip.MustParseAddr("fd00:244::fe51:0:0:1"), a)
+	_, ok = d.mapNPT(netip.MustParseAddr("fd00:96::ffff:ffff:ffff:ffff"))
+	assert.False(t, ok, "no word can take the adjustment")
+	// The mapping back is the inverse.
+	back := &NPTTarget{Src: d.Dst, Dst: d.Src}
+	b, _ := back.mapNPT(a)
+	assert.Equal(t, netip.MustParseAddr("fd00:96::1"), b)
+
+	h := rewriteHost(t, IPv6, "-A PREROUTING -j DNPT --src-pfx fd00:96::/64 --dst-pfx fd01::/64\n")
+	res := h.Receive("eth0", UDP(netip.MustParseAddrPort("[fd00::2]:1"), netip.MustParseAddrPort("[fd00:96::ffff:ffff:ffff:ffff]:53")))
+	assert.Equal(t, Dropped, res.Disposition)
+	res = h.Receive("eth0", UDP(netip.MustParseAddrPort("[fd00::2]:1"), netip.MustParseAddrPort("[fd00:96::5]:53")))
+	require.Equal(t, Forwarded, res.Disposition, res.Reason)
+	assert.True(t, netip.MustParsePrefix("fd01::/64").Contains(res.Packet.Dst), "%v", res.Packet.Dst)
+	assert.Zero(t, testing.AllocsPerRun(50, func() {
+		h.Receive("eth0", UDP(netip.MustParseAddrPort("[fd00::2]:1"), netip.MustParseAddrPort("[fd00:96::5]:53")))
+	}))
 }

@@ -293,3 +293,56 @@ func hmarkRules(opts string) string {
 	}
 	return r
 }
+
+// TestNPTKernel forwards IPv6 frames through DNPT (PREROUTING) and SNPT
+// (POSTROUTING) in the kernel lab and in a FrameHost and compares the
+// frames leaving towards the server: the mapped addresses and the
+// untouched (checksum-neutral) transport checksums.
+func TestNPTKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-npt"})
+	cfg := lab.Config()
+	server6 := cfg.Server6[0].Addr()
+	const mangle = "*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"
+	// pre is the address DNPT maps onto the server: the inverse mapping
+	// of the server's address.
+	pre := func(from, to string) netip.Addr {
+		inv := NPTTarget{Dest: true, Src: netip.MustParsePrefix(to), Dst: netip.MustParsePrefix(from)}
+		a, ok := inv.mapNPT(server6)
+		require.True(t, ok)
+		return a
+	}
+	for _, tc := range []struct {
+		name, rules string
+		dst         netip.Addr
+		proto       string
+	}{
+		{"dnpt64-udp", "-A PREROUTING -d fd00:96::/64 -j DNPT --src-pfx fd00:96::/64 --dst-pfx fd00:244::/64\n", pre("fd00:96::/64", "fd00:244::/64"), "udp"},
+		{"dnpt48-tcp", "-A PREROUTING -d fd00:97::/48 -j DNPT --src-pfx fd00:97::/48 --dst-pfx fd00:244::/48\n", pre("fd00:97::/48", "fd00:244::/48"), "tcp"},
+		{"snpt56", "-A POSTROUTING -o eth1 -j SNPT --src-pfx fd00:10::/56 --dst-pfx fd00:172:aa00::/40\n", server6, "udp"},
+		{"both", "-A PREROUTING -d fd00:96::/64 -j DNPT --src-pfx fd00:96::/64 --dst-pfx fd00:244::/64\n" +
+			"-A POSTROUTING -o eth1 -j SNPT --src-pfx fd00:10::/64 --dst-pfx 2001:db8:1::/64\n", pre("fd00:96::/64", "fd00:244::/64"), "tcp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rules := mangle + tc.rules + "COMMIT\n"
+			require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv6: rules}))
+			h := NewHost(HostConfig{})
+			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
+			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
+			require.NoError(t, h.Restore(IPv6, []byte(rules), RestoreOptions{}))
+			spec := kerneltest.FrameSpec{Proto: tc.proto, Src: cfg.Client6.Addr(), Dst: tc.dst, SrcPort: 7000, DstPort: 53, PayloadLen: 6}
+			if tc.proto == "tcp" {
+				spec.TCPFlags, spec.Seq, spec.PayloadLen = "SYN", 99, 0
+			}
+			frame, err := lab.Frame(spec)
+			require.NoError(t, err)
+			obs, err := lab.Exchange(frame)
+			require.NoError(t, err)
+			res, err := NewFrameHost(h).ReceiveFrame("eth0", frame)
+			require.NoError(t, err)
+			require.Len(t, obs.Server, 1, "kernel: %s", obs)
+			require.NotNil(t, res.Frame, "packetwalk did not forward: %v %s", res.Disposition, res.Reason)
+			assert.Equal(t, fmt.Sprintf("% x", ipPart(t, obs.Server[0].Frame)), fmt.Sprintf("% x", ipPart(t, res.Frame)), "forwarded frame")
+		})
+	}
+}
