@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
 // The refusals of the header-rewriting targets, as iptables 1.8.9 and the
@@ -167,4 +169,27 @@ func TestHeaderTargetsApply(t *testing.T) {
 	res := h.Receive("eth0", UDP(netip.MustParseAddrPort("[fd00::2]:1"), netip.MustParseAddrPort("[fd01::5]:53")))
 	require.Equal(t, Forwarded, res.Disposition)
 	assert.Equal(t, uint8(64+100-1-7), res.Packet.TTL)
+}
+
+// FrameHost writes what the rewriting targets did into the frame with
+// valid checksums: an MSS option inserted (header and IP length grown),
+// options stripped to NOPs, TOS and TTL.
+func TestRewriteTargetsFrame(t *testing.T) {
+	h := rewriteHost(t, IPv4, "-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options sack-permitted\n"+
+		"-A POSTROUTING -p tcp -j TCPMSS --set-mss 1200\n-A PREROUTING -j TOS --set-tos 0x10\n-A PREROUTING -j TTL --ttl-set 9\n")
+	spec := kerneltest.FrameSpec{Proto: "tcp", Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.1.0.5"),
+		SrcPort: 1234, DstPort: 80, TCPFlags: "SYN", Seq: 5, HasWScale: true, WScale: 7, SACKPerm: true}
+	frame, err := kerneltest.BuildFrame(kerneltest.ClientMAC, kerneltest.NodeEth0MAC, spec)
+	require.NoError(t, err)
+	res, err := NewFrameHost(h).ReceiveFrame("eth0", frame)
+	require.NoError(t, err)
+	require.NotNil(t, res.Frame)
+	ip := ipFrame(t, res.Frame)[14:]
+	require.Equal(t, len(frame)-14+4, len(ip), "4 bytes of MSS option")
+	assert.True(t, ipv4HeaderChecksumOK(ip))
+	assert.Equal(t, uint16(0xffff), tcpSum(ip), "TCP checksum")
+	assert.Equal(t, []byte{0x10, 9}, []byte{ip[1], ip[8] + 1}, "TOS, and TTL 9 less forwarding's decrement")
+	assert.Equal(t, byte(0x80), ip[20+12], "data offset 32 bytes")
+	// MSS first, then the original options with SACK-permitted as NOPs.
+	assert.Equal(t, []byte{2, 4, 0x02, 0x18, 3, 3, 7, 1, 1, 1}, ip[40:50], "an added MSS is capped at 536")
 }
