@@ -299,6 +299,11 @@ func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 	if err != nil {
 		return err
 	}
+	if h.cfg.Backend == Legacy {
+		if err := checkTCPMSSLegacy(rs); err != nil {
+			return err
+		}
+	}
 	if h.cfg.Backend == NFTables {
 		for _, t := range p.tables {
 			if t != nil && t.depth > maxNFTDepth {

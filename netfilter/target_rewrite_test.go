@@ -193,3 +193,28 @@ func TestRewriteTargetsFrame(t *testing.T) {
 	// MSS first, then the original options with SACK-permitted as NOPs.
 	assert.Equal(t, []byte{2, 4, 0x02, 0x18, 3, 3, 7, 1, 1, 1}, ip[40:50], "an added MSS is capped at 536")
 }
+
+// iptables-legacy loads TCPMSS only in a rule that matches SYN (verified
+// with iptables-legacy-restore in a namespace); iptables-nft does not ask.
+func TestTCPMSSLegacyNeedsSYN(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		ok   bool
+	}{
+		{"-p tcp", false},
+		{"-p tcp --tcp-flags SYN,RST SYN", true},
+		{"-p tcp --syn", true},
+		{"-p tcp -m tcp --dport 80 --tcp-flags SYN SYN", true},
+		{"-p tcp ! --tcp-flags SYN SYN", false},
+		{"-p tcp --tcp-flags SYN,ACK ACK", false},
+	} {
+		rules := []byte("*mangle\n-A FORWARD " + tc.spec + " -j TCPMSS --set-mss 1400\nCOMMIT\n")
+		err := NewHost(HostConfig{Backend: Legacy}).Restore(IPv4, rules, RestoreOptions{})
+		if tc.ok {
+			assert.NoError(t, err, tc.spec)
+		} else {
+			assert.ErrorIs(t, err, ErrNotAllowed, tc.spec)
+		}
+		assert.NoError(t, NewHost(HostConfig{}).Restore(IPv4, rules, RestoreOptions{}), "nft: %s", tc.spec)
+	}
+}

@@ -133,3 +133,29 @@ func (t *TCPMSSTarget) apply(c *evalCtx) verdict {
 	p.Length += 4
 	return vContinue
 }
+
+// checkTCPMSSLegacy is the check the kernel skips only for iptables-nft:
+// with iptables-legacy, a TCPMSS rule must itself match SYN segments (a
+// tcp match whose --tcp-flags mask and comparison both hold SYN, not
+// inverted), else "Only works on TCP SYN packets" and the rule fails.
+func checkTCPMSSLegacy(rs *Ruleset) error {
+	for _, t := range rs.Tables() {
+		for _, c := range t.chainList() {
+			for _, r := range c.Rules {
+				if _, ok := r.Target.(*TCPMSSTarget); !ok {
+					continue
+				}
+				syn := false
+				for _, m := range r.Matches {
+					if tm, ok := m.(*TCPMatch); ok && tm.FlagsMask&SYN != 0 && tm.FlagsCmp&SYN != 0 && !tm.InvFlags {
+						syn = true
+					}
+				}
+				if !syn {
+					return &ruleError{r, fmt.Errorf("%w: TCPMSS with iptables-legacy needs a SYN match in the rule (\"--tcp-flags SYN,RST SYN\"): the kernel says \"Only works on TCP SYN packets\"", ErrNotAllowed)}
+				}
+			}
+		}
+	}
+	return nil
+}
