@@ -23,7 +23,11 @@ var absentRequired = map[string]string{"LED": "--led-trigger-id", "SECMARK": "--
 
 func init() {
 	for name, opts := range absentTargets {
-		registerTarget(&module{name: name, opts: opts,
+		var fams []Family
+		if name == "CLUSTERIP" || name == "ULOG" {
+			fams = []Family{IPv4} // libipt_ extensions: ip6tables has none
+		}
+		registerTarget(&module{name: name, opts: opts, families: fams,
 			newBuilder: func(*ruleCtx) builder { return &absentTargetBuilder{name: name} }})
 	}
 }

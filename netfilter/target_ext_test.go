@@ -61,6 +61,7 @@ func TestExtTargetsRefused(t *testing.T) {
 		{IPv4, "-t mangle -A PREROUTING -j DNPT --src-pfx fd00::/64 --dst-pfx 2001:db8::/64", ErrUnknownTarget},
 		{IPv4, "-t mangle -A PREROUTING -d 10.0.0.5 -j CLUSTERIP --new --hashmode sourceip --clustermac 01:00:5e:00:00:01 --total-nodes 2 --local-node 1", ErrUnknownTarget},
 		{IPv4, "-A INPUT -j ULOG --ulog-nlgroup 1", ErrUnknownTarget},
+		{IPv6, "-A INPUT -j ULOG --ulog-nlgroup 1", ErrUnknownTarget},
 		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-mod 10", ErrMissingArgument},
 		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-tuple src", ErrMissingArgument},
 		{IPv4, "-t mangle -A PREROUTING -j HMARK --hmark-mod 3 --hmark-rnd 1", ErrMissingArgument},
