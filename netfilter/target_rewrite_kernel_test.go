@@ -346,3 +346,33 @@ func TestNPTKernel(t *testing.T) {
 		})
 	}
 }
+
+// TestTCPMSSLocalKernel clamps a segment the node sends itself: the route
+// back to a local source is through lo (MTU 65536), so the clamp follows
+// the output route's MTU.
+func TestTCPMSSLocalKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-mssl"})
+	cfg := lab.Config()
+	rules := "*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+		"-A OUTPUT -p tcp -j TCPMSS --clamp-mss-to-pmtu\nCOMMIT\n"
+	require.NoError(t, lab.Reset(rules))
+	h := NewHost(HostConfig{})
+	require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0))
+	require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
+	require.NoError(t, h.Restore(IPv4, []byte(rules), RestoreOptions{}))
+	spec := kerneltest.FrameSpec{Proto: "tcp", Src: cfg.NodeEth1.Addr(), Dst: cfg.Server[0].Addr(), SrcPort: 43000, DstPort: 80,
+		TCPFlags: "SYN", Seq: 1, ID: 0x77, DF: true, HasMSS: true, MSS: 9000}
+	pkt, err := kerneltest.BuildPacket(spec)
+	require.NoError(t, err)
+	require.NoError(t, lab.SendFromNode(pkt))
+	obs, err := lab.Settle()
+	require.NoError(t, err)
+	require.Len(t, obs.Server, 1, "kernel: %s", obs)
+	frame, err := kerneltest.BuildFrame(kerneltest.NodeEth1MAC, kerneltest.ServerMAC, spec)
+	require.NoError(t, err)
+	res, err := NewFrameHost(h).SendFrame(frame)
+	require.NoError(t, err)
+	require.NotNil(t, res.Frame, "%v %s", res.Disposition, res.Reason)
+	assert.Equal(t, fmt.Sprintf("% x", ipPart(t, obs.Server[0].Frame)), fmt.Sprintf("% x", ipPart(t, res.Frame)))
+}
