@@ -80,7 +80,7 @@ func parseCommandWith(scratch *ruleParser, f Family, table TableID, args []strin
 			cmd.table = t
 		case cmd.op == "" && commandNames[a] != "":
 			cmd.op = commandNames[a]
-		case cmd.op != "" && commandNames[a] != "":
+		case cmd.op != "" && commandNames[a] != "" && !moduleOptionBefore(args[:i], a):
 			return nil, atToken(a, fmt.Errorf("%w: more than one command (%s and %s)", ErrSyntax, cmd.op, a))
 		default:
 			rest = append(rest, a)
@@ -407,4 +407,30 @@ func toParseError(line int, text string, err error) error {
 		e.Err = te.err
 	}
 	return e
+}
+
+// moduleOptionBefore reports whether a long option a is an option of a
+// module or target named earlier in args (-m NAME, -j NAME): such an
+// option wins over a command of the same name, as in iptables, where
+// CLUSTERIP's --new is not --new-chain.
+func moduleOptionBefore(args []string, a string) bool {
+	name, ok := strings.CutPrefix(a, "--")
+	if !ok {
+		return false
+	}
+	for i := 0; i+1 < len(args); i++ {
+		var m *module
+		switch args[i] {
+		case "-m", "--match":
+			m = matchModules[args[i+1]]
+		case "-j", "--jump":
+			m = targetModules[args[i+1]]
+		}
+		if m != nil {
+			if o, ok := m.lookup(name); ok && o.name == name {
+				return true
+			}
+		}
+	}
+	return false
 }

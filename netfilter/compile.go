@@ -85,23 +85,25 @@ type program struct {
 	sets, nfacct []string
 }
 
+// unmodelled is implemented by targets packetwalk reads and prints but
+// cannot run (TEE, TPROXY, SYNPROXY...), or not in every form (HMARK's
+// ct tuple), and by matches whose test, with some options, reads state
+// the model has no source for: a non-empty answer makes a host refuse to
+// load the rule, naming what is missing.
+type unmodelled interface {
+	unmodelled() string
+}
+
 // needsConntrack reports whether a module's checkentry takes a conntrack
 // reference in the kernel (nf_ct_netns_get).
 func needsConntrack(module string) bool {
 	switch module {
 	case "conntrack", "state", "connmark", "CONNMARK", "CT", "NOTRACK",
-		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "helper", "connlimit",
-		"connbytes", "connlabel", "cluster":
+		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP", "CONNSECMARK", "SYNPROXY", "helper",
+		"connlimit", "connbytes", "connlabel", "cluster":
 		return true
 	}
 	return false
-}
-
-// unmodelled is implemented by matches that load and print but whose
-// test, with some options, reads state the model has no source for; a
-// non-empty reason makes compile refuse the ruleset, naming the match.
-type unmodelled interface {
-	unmodelled() string
 }
 
 // compile turns a ruleset into a program, validating the tables that
@@ -167,6 +169,12 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 						cr.kind = vGoto
 					}
 				default:
+					// Some targets are read and printed but their
+					// effect (or some form of it) is not modelled;
+					// they say why.
+					if u, ok := tg.(unmodelled); ok && u.unmodelled() != "" {
+						return nil, fmt.Errorf("%w: target %s: %s", ErrUnsupported, tg.Name(), u.unmodelled())
+					}
 					a, ok := tg.(applier)
 					if !ok {
 						return nil, fmt.Errorf("%w: target %s cannot run", ErrUnsupported, tg.Name())

@@ -431,7 +431,7 @@ func (o *explainOracle) keep(f *conntrack.Facts, info conntrack.Info) {
 // and the evaluation context, which a snapshot restores.
 func pureTarget(a applier) bool {
 	switch a.(type) {
-	case *MarkTarget, *NATTarget:
+	case *MarkTarget, *NATTarget, *NETMAPTarget, *DSCPTarget, *TOSTarget, *TTLTarget, *HLTarget, *ECNTarget, *TCPMSSTarget, *TCPOptstripTarget, *ClassifyTarget, *HMARKTarget, *NPTTarget:
 		return true
 	}
 	return false

@@ -112,6 +112,35 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 		if o.Window != p.Window {
 			w.set(l4+14, binary.BigEndian.AppendUint16(ports[:0], p.Window), l4Ck)
 		}
+		// ECN rewrites the ECE and CWR flags; the data offset shares
+		// their 16-bit word.
+		if o.TCPFlags != p.TCPFlags {
+			w.set(l4+12, []byte{w.b[l4+12], byte(p.TCPFlags)}, l4Ck)
+		}
+		// TCPOPTSTRIP: option kinds the packet no longer carries are
+		// overwritten with NOPs.
+		var gone [4]uint64
+		for i := range gone {
+			gone[i] = o.TCPOptions[i] &^ p.TCPOptions[i] &^ 3
+		}
+		if gone != [4]uint64{} {
+			nopOptions(&w, l4, gone, l4Ck)
+		}
+		if p.hasTCPOption(2) {
+			switch {
+			case int(p.TCPHeaderLen) == int(o.TCPHeaderLen)+4:
+				// TCPMSS added the option; an MSS option the
+				// original had was stripped (TCPOPTSTRIP) first.
+				if o.hasTCPOption(2) {
+					nopOptions(&w, l4, [4]uint64{1 << 2}, l4Ck)
+				}
+				dst = insertMSS(dst, start, l3, l4, ipCk, l4Ck, o.Family, p.MSS)
+			case o.hasTCPOption(2) && p.MSS != o.MSS:
+				if off := d.mssOffset(w.b[l4:]); off > 0 {
+					w.setBytes(l4, l4+off+2, []byte{byte(p.MSS >> 8), byte(p.MSS)}, l4Ck)
+				}
+			}
+		}
 	case ProtoUDP:
 		w.set(l4, ports[:], l4Ck, -1)
 	case 33:
@@ -230,6 +259,97 @@ func resetSeq(o *Packet) (ack bool, seq, ackNum uint32) {
 		n++
 	}
 	return true, 0, o.Seq + n
+}
+
+// mssOffset is the offset in the TCP header tcp of the value-bearing
+// MSS option (kind 2, length 4), walked as the kernel's TCPMSS target
+// walks the options; 0 when there is none.
+func (d *Decoder) mssOffset(tcp []byte) int {
+	hl := int(tcp[12]>>4) * 4
+	for i := 20; i+4 <= hl; {
+		if tcp[i] == 2 && tcp[i+1] == 4 {
+			return i
+		}
+		if tcp[i] < 2 || tcp[i+1] == 0 {
+			i++
+			continue
+		}
+		i += int(tcp[i+1])
+	}
+	return 0
+}
+
+// nopOptions overwrites with NOPs every option of the TCP header at l4
+// whose kind is in kinds, walking the options as the kernel's TCPOPTSTRIP
+// does.
+func nopOptions(w *rewriter, l4 int, kinds [4]uint64, ck int) {
+	tcp := w.b[l4:]
+	hl := int(tcp[12]>>4) * 4
+	for i := 20; i < hl-1; {
+		n := 1
+		if tcp[i] > 1 && tcp[i+1] != 0 {
+			n = int(tcp[i+1])
+		}
+		if i+n > hl {
+			break
+		}
+		if k := tcp[i]; kinds[k/64]&(1<<(k%64)) != 0 {
+			for j := i; j < i+n; j++ {
+				w.setBytes(l4, l4+j, []byte{1}, ck)
+			}
+		}
+		i += n
+	}
+}
+
+// insertMSS adds an MSS option of value mss at the start of the options
+// of the TCP header at l4 of the packet at dst[start:], as the kernel's
+// TCPMSS target does for a segment without one: the options and any
+// padding after them move up by 4 bytes, the data offset grows by one
+// word, the IP length by 4, and the checksums are updated incrementally
+// (the TCP one also for the pseudo-header's length).
+func insertMSS(dst []byte, start, l3, l4, ipCk, l4Ck int, f Family, mss uint16) []byte {
+	pos := start + l4 + 20
+	dst = append(dst, 0, 0, 0, 0)
+	copy(dst[pos+4:], dst[pos:len(dst)-4])
+	dst[pos], dst[pos+1], dst[pos+2], dst[pos+3] = 2, 4, byte(mss>>8), byte(mss)
+	w := rewriter{b: dst[start:]}
+	w.adjust(l4Ck, []byte{0, 0, 0, 0}, w.b[l4+20:l4+24])
+	var lens [4]byte
+	if f == IPv4 {
+		tot := binary.BigEndian.Uint16(w.b[l3+2:])
+		binary.BigEndian.PutUint16(lens[0:], tot-uint16(l4-l3))
+		binary.BigEndian.PutUint16(lens[2:], tot-uint16(l4-l3)+4)
+		var v [2]byte
+		w.set(l3+2, binary.BigEndian.AppendUint16(v[:0], tot+4), ipCk)
+	} else {
+		pl := binary.BigEndian.Uint16(w.b[l3+4:])
+		binary.BigEndian.PutUint16(lens[0:], pl-uint16(l4-l3-40))
+		binary.BigEndian.PutUint16(lens[2:], pl-uint16(l4-l3-40)+4)
+		var v [2]byte
+		w.set(l3+4, binary.BigEndian.AppendUint16(v[:0], pl+4))
+	}
+	w.adjust(l4Ck, lens[0:2], lens[2:4])
+	w.set(l4+12, []byte{w.b[l4+12] + 0x10, w.b[l4+13]}, l4Ck)
+	return dst
+}
+
+// setBytes writes v at off and updates the checksums at cks, whose
+// 16-bit words start at an even distance from base: the words v touches
+// are replaced whole, so an odd offset is handled.
+func (w *rewriter) setBytes(base, off int, v []byte, cks ...int) {
+	from := off - (off-base)%2
+	to := off + len(v)
+	if (to-base)%2 != 0 {
+		to++
+	}
+	var old, nw [18]byte
+	copy(old[:], w.b[from:to])
+	copy(w.b[off:], v)
+	copy(nw[:], w.b[from:to])
+	for _, ck := range cks {
+		w.adjust(ck, old[:to-from], nw[:to-from])
+	}
 }
 
 // rewriter writes fields of a frame and updates the checksums covering

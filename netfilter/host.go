@@ -74,6 +74,9 @@ type Interface struct {
 	// Group is the device group (ip link set DEV group N, -m devgroup);
 	// 0, the default group, unless set.
 	Group uint32
+	// MTU is the device MTU; 0 means 1500 (65536 for lo), the kernel's
+	// defaults. TCPMSS --clamp-mss-to-pmtu reads it through the routes.
+	MTU int
 }
 
 // RouteType is the kind of a route, as ip route prints it.
@@ -95,6 +98,9 @@ type Route struct {
 	Iface   string
 	Gateway netip.Addr
 	Type    RouteType
+	// MTU is the route's mtu attribute ("ip route ... mtu N"); 0 means the
+	// device's.
+	MTU int
 }
 
 // Host is a simulated Linux host: interfaces, routes, a ruleset per family
@@ -113,6 +119,8 @@ type Host struct {
 	res    Result // Receive's and Send's result; its Packet is walked
 	ct     *conntrack.Table
 	sets   *ipset.Registry
+	// queue is the program reading the NFQUEUE queues (SetQueueHandler).
+	queue QueueHandler
 	// explaining suppresses every state change while Explain walks; oracle
 	// answers its random draws.
 	explaining bool
@@ -322,6 +330,11 @@ func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 	if err != nil {
 		return err
 	}
+	if h.cfg.Backend == Legacy {
+		if err := checkTCPMSSLegacy(rs); err != nil {
+			return err
+		}
+	}
 	if h.cfg.Backend == NFTables {
 		for _, t := range p.tables {
 			if t != nil && t.depth > maxNFTDepth {
@@ -385,4 +398,23 @@ func (h *Host) Exec(line string) error {
 		return err
 	}
 	return h.load(rs, [numTables]*validated{})
+}
+
+// routeMTU is the MTU of the route a packet to dst takes (the kernel's
+// dst_mtu): the route's own, else its device's; 0 when there is no route.
+func (h *Host) routeMTU(dst netip.Addr) int {
+	r := h.route(dst)
+	if r == nil || routeFailure(r) != "" {
+		return 0
+	}
+	if r.MTU != 0 {
+		return r.MTU
+	}
+	if i := h.byName[r.Iface]; i != nil && i.MTU != 0 {
+		return i.MTU
+	}
+	if r.Iface == "lo" || r == &h.loRoute {
+		return 65536
+	}
+	return 1500
 }

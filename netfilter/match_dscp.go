@@ -25,6 +25,17 @@ var dscpClasses = []struct {
 	{"AF31", 26}, {"AF32", 28}, {"AF33", 30}, {"AF41", 34}, {"AF42", 36}, {"AF43", 38}, {"EF", 46},
 }
 
+// dscpClass returns the codepoint of a class name, in any letter case
+// (--dscp-class, DSCP --set-dscp-class).
+func dscpClass(name string) (uint8, bool) {
+	for _, c := range dscpClasses {
+		if strings.EqualFold(c.name, name) {
+			return c.value, true
+		}
+	}
+	return 0, false
+}
+
 type dscpBuilder struct {
 	m     DSCPMatch
 	given string // the option given, for the exclusion message
@@ -52,11 +63,9 @@ func (b *dscpBuilder) set(_ *ruleCtx, opt string, inv bool, args []string) error
 		b.m = DSCPMatch{Value: uint8(n), Invert: inv}
 		return nil
 	}
-	for _, c := range dscpClasses {
-		if strings.EqualFold(c.name, args[0]) {
-			b.m = DSCPMatch{Value: c.value, Invert: inv}
-			return nil
-		}
+	if v, ok := dscpClass(args[0]); ok {
+		b.m = DSCPMatch{Value: v, Invert: inv}
+		return nil
 	}
 	return badValue("dscp", "--dscp-class", args[0], "a class such as BE, CS0-CS7, AF11-AF43 or EF")
 }

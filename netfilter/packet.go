@@ -68,6 +68,9 @@ type Packet struct {
 	In, Out string
 	// Mark is the packet's firewall mark (skb->mark).
 	Mark uint32
+	// Priority is skb->priority, the traffic-control class that CLASSIFY
+	// sets (major<<16 | minor).
+	Priority uint32
 	// SrcMAC is the Ethernet source of a received frame (the mac match);
 	// HasMAC reports whether it is known.
 	SrcMAC [6]byte
@@ -82,6 +85,10 @@ type Packet struct {
 	// when TCPOptions has its kind (see SetTCPOption).
 	WScale  uint8
 	SACKEnd uint32
+	// MSS is the value of the maximum segment size option (kind 2, 4
+	// bytes long), meaningful when TCPOptions has kind 2. TCPMSS lowers
+	// it, or adds the option (growing TCPHeaderLen and Length by 4).
+	MSS uint16
 	// TCPHeaderLen is the TCP header length in bytes, options included;
 	// 0 means 20 (no options). IPHeaderLen is the length of the IP header
 	// up to the transport header (IPv4 options, IPv6 extension headers);
@@ -131,9 +138,6 @@ type Packet struct {
 	AHSPI      uint32
 	AHLen      uint8
 	AHReserved bool
-	// MSS is the value of the TCP MSS option (kind 2, 4 bytes); it is
-	// meaningful when TCPOptions has kind 2.
-	MSS uint16
 	// DCCPType is the DCCP packet type (0 REQUEST ... 9 SYNCACK) and
 	// DCCPOptions the option types the DCCP header carries, a bit set
 	// indexed by type (-m dccp).

@@ -85,6 +85,9 @@ func (t *Table) validateChains(f Family, chains []*Chain) (*validated, error) {
 			case nil, *JumpTarget, *VerdictTarget:
 			default:
 				all &= placeMask(targetModules[r.Target.Name()], t.id, &slow[i])
+				if _, ok := r.Target.(hookChecker); ok {
+					slow[i] = true
+				}
 			}
 			if j, ok := r.Target.(*JumpTarget); ok {
 				dst := t.chains[j.Chain]
@@ -190,6 +193,11 @@ func (t *Table) validateChains(f Family, chains []*Chain) (*validated, error) {
 						return nil, &ruleError{r, err}
 					}
 				}
+				if hc, ok := r.Target.(hookChecker); ok {
+					if err := hc.checkHooks(mask); err != nil {
+						return nil, &ruleError{r, err}
+					}
+				}
 			}
 		}
 	}
@@ -247,8 +255,9 @@ func checkPlace(m *module, t TableID, mask uint8) error {
 	return nil
 }
 
-// hookChecker is implemented by matches whose allowed hooks depend on
-// their options (addrtype's interface limits, physdev's output tests);
+// hookChecker is implemented by matches and targets whose allowed hooks
+// depend on their options (addrtype's interface limits, physdev's output
+// tests, TCPMSS --clamp-mss-to-pmtu);
 // mask has bit 1<<h set for each hook h that reaches the rule.
 type hookChecker interface {
 	checkHooks(mask uint8) error

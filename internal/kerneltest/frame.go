@@ -34,6 +34,7 @@ type FrameSpec struct {
 	ICMPID   uint16 // icmp echo identifier
 	ICMPSeq  uint16 // icmp echo sequence
 	TTL      uint8  // IPv4 TTL or IPv6 hop limit; 0 means 64
+	TOS      uint8  // IPv4 TOS byte or IPv6 traffic class
 	ID       uint16 // IPv4 identification
 	DF       bool   // IPv4 don't-fragment
 	// Payload is the transport payload; when nil, PayloadLen zero bytes.
@@ -42,13 +43,16 @@ type FrameSpec struct {
 	// Window is the TCP window field; 0 means 64240 unless ZeroWindow.
 	Window     uint16
 	ZeroWindow bool
-	// TCP options, written in this order: window scale (kind 3) when
+	// TCP options, written in this order: MSS (kind 2) when HasMSS, window scale (kind 3) when
 	// HasWScale, SACK permitted (kind 4), SACK blocks (kind 5, left and
 	// right edge each); NOPs pad the header to a multiple of 4 bytes.
 	WScale    uint8
 	HasWScale bool
 	SACKPerm  bool
 	SACK      [][2]uint32
+	// MSS is written as the first option (kind 2) when HasMSS.
+	MSS    uint16
+	HasMSS bool
 }
 
 // MAC addresses of the lab interfaces: fixed and locally administered, so
@@ -135,13 +139,13 @@ func specLayers(spec FrameSpec) ([]gopacket.SerializableLayer, error) {
 		return nil, fmt.Errorf("%w: Proto %q, want tcp, udp or icmp", ErrBadSpec, spec.Proto)
 	}
 	if src.Is4() {
-		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: ttl, Id: spec.ID, Protocol: proto, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+		ip := &layers.IPv4{Version: 4, IHL: 5, TTL: ttl, TOS: spec.TOS, Id: spec.ID, Protocol: proto, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
 		if spec.DF {
 			ip.Flags = layers.IPv4DontFragment
 		}
 		ipLayer, netLayer = ip, ip
 	} else {
-		ip := &layers.IPv6{Version: 6, HopLimit: ttl, NextHeader: proto, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
+		ip := &layers.IPv6{Version: 6, HopLimit: ttl, TrafficClass: spec.TOS, NextHeader: proto, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
 		ipLayer, netLayer = ip, ip
 	}
 	ls := []gopacket.SerializableLayer{ipLayer}
@@ -191,6 +195,10 @@ func specLayers(spec FrameSpec) ([]gopacket.SerializableLayer, error) {
 func tcpOptions(spec FrameSpec) []layers.TCPOption {
 	var opts []layers.TCPOption
 	n := 0
+	if spec.HasMSS {
+		opts = append(opts, layers.TCPOption{OptionType: layers.TCPOptionKindMSS, OptionLength: 4, OptionData: []byte{byte(spec.MSS >> 8), byte(spec.MSS)}})
+		n += 4
+	}
 	if spec.HasWScale {
 		opts = append(opts, layers.TCPOption{OptionType: layers.TCPOptionKindWindowScale, OptionLength: 3, OptionData: []byte{spec.WScale}})
 		n += 3

@@ -1,0 +1,107 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-N QOS
+-A PREROUTING -j QOS
+-A PREROUTING -p tcp -j TCPMSS --set-mss 1400
+-A PREROUTING -p tcp -j TCPMSS --set-mss 16
+-A PREROUTING -p tcp -j TPROXY --on-port 8080 --on-ip 0.0.0.0 --tproxy-mark 0x0/0x0
+-A PREROUTING -p tcp -j TPROXY --on-port 80 --on-ip 127.0.0.1 --tproxy-mark 0x1/0x1
+-A PREROUTING -p udp -j TPROXY --on-port 0 --on-ip 0.0.0.0 --tproxy-mark 0x5/0xffffffff
+-A PREROUTING -j TEE --gateway 10.0.0.1
+-A FORWARD -p tcp -m tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
+-A OUTPUT -p tcp -j TCPMSS --set-mss 536
+-A OUTPUT -j CLASSIFY --set-class 0000:0000
+-A POSTROUTING -o eth1 -p tcp -j TCPMSS --clamp-mss-to-pmtu
+-A POSTROUTING -j CLASSIFY --set-class 0001:0010
+-A POSTROUTING -j CLASSIFY --set-class ffff:ffff
+-A POSTROUTING -j CLASSIFY --set-class 0000:0001
+-A POSTROUTING -j CLASSIFY --set-class 0001:0002
+-A QOS -j DSCP --set-dscp 0x20
+-A QOS -j DSCP --set-dscp 0x3f
+-A QOS -j DSCP --set-dscp 0x2e
+-A QOS -j DSCP --set-dscp 0x22
+-A QOS -j DSCP --set-dscp 0x00
+-A QOS -j TOS --set-tos 0x10/0xff
+-A QOS -j TOS --set-tos 0x10/0x3f
+-A QOS -j TOS --set-tos 0x08/0x3f
+-A QOS -j TOS --set-tos 0x04/0x3f
+-A QOS -j TOS --set-tos 0x02/0x3f
+-A QOS -j TOS --set-tos 0x00/0x3f
+-A QOS -j TOS --set-tos 0x10/0x3f
+-A QOS -j TOS --set-tos 0x07/0x3f
+-A QOS -j TOS --set-tos 0x12/0xff
+-A QOS -j TOS --set-tos 0x10/0x10
+-A QOS -j TOS --set-tos 0x00/0x00
+-A QOS -j TOS --set-tos 0x00/0xc0
+-A QOS -j TOS --set-tos 0x00/0x3f
+-A QOS -j TOS --set-tos 0x3f/0x3f
+-A QOS -j TOS --set-tos 0x3f/0x00
+-A QOS -j TOS --set-tos 0x05/0x0f
+-A QOS -j TTL --ttl-set 0
+-A QOS -j TTL --ttl-set 255
+-A QOS -j TTL --ttl-dec 1
+-A QOS -j TTL --ttl-inc 16
+-A QOS -p tcp -j ECN --ecn-tcp-remove
+-A QOS -p tcp -j ECN --ecn-tcp-ece 0 --ecn-tcp-cwr 0 --ecn-ip-ect 2
+-A QOS -p tcp -j ECN --ecn-tcp-remove
+-A QOS -p tcp -j ECN --ecn-tcp-ece 1
+-A QOS -p tcp -j ECN --ecn-tcp-remove
+-A QOS -p tcp -j ECN --ecn-tcp-cwr 1 --ecn-ip-ect 3
+-A QOS -j ECN --ecn-ip-ect 0
+-A QOS -j ECN --ecn-ip-ect 1
+-A QOS -p tcp -j TCPOPTSTRIP --strip-options 2,3
+-A QOS -p tcp -j TCPOPTSTRIP --strip-options 4,5,7,8,19,255
+-A QOS -p tcp -j TCPOPTSTRIP
+-A QOS -j HMARK --hmark-src-prefix 32 --hmark-dst-prefix 32 --hmark-sport-mask 0xffff --hmark-dport-mask 0xffff --hmark-proto-mask 0xffff --hmark-rnd 0xfeedcafe --hmark-mod 10
+-A QOS -j HMARK --hmark-src-prefix 32 --hmark-rnd 0x00000001 --hmark-mod 10 --hmark-offset 100
+-A QOS -j HMARK --hmark-src-prefix 24 --hmark-dst-prefix 16 --hmark-sport-mask 0x00ff --hmark-dport-mask 0x000f --hmark-proto-mask 0x07 --hmark-rnd 0x00000005 --hmark-mod 10 --hmark-offset 3
+-A QOS -j HMARK --hmark-dst-prefix 32 --hmark-sport 0x0001 --hmark-dport 0x0002 --hmark-rnd 0x00000005 --hmark-mod 10
+-A QOS -j HMARK --hmark-spi-mask 0x000000ff --hmark-spi 0x00000003 --hmark-proto-mask 0x03 --hmark-rnd 0x00000005 --hmark-mod 10
+-A QOS -j HMARK --hmark-rnd 0x00000007 --hmark-mod 4 --hmark-tuple ct
+-A QOS -j HMARK --hmark-src-prefix 32 --hmark-dport-mask 0xffff --hmark-rnd 0x00000007 --hmark-mod 4 --hmark-tuple ct
+-A QOS -j HMARK --hmark-spi-mask 0xffffffff --hmark-rnd 0x00000001 --hmark-mod 3
+-A QOS -j HMARK --hmark-src-prefix 8 --hmark-sport-mask 0xffff --hmark-proto-mask 0xffff --hmark-rnd 0xffffffff --hmark-mod 3
+-A QOS -j CHECKSUM --checksum-fill
+-A QOS -j CONNSECMARK --save
+-A QOS -j CONNSECMARK --restore
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A INPUT -p tcp -j TCPMSS --set-mss 1000
+-A INPUT -j AUDIT --type accept
+-A INPUT -j AUDIT --type drop
+-A INPUT -j AUDIT --type reject
+-A INPUT -j IDLETIMER --timeout 10 --label foo
+-A INPUT -j IDLETIMER --timeout 32 --label aaaaaaaaaaaaaaaaaaaaaaaaaaa --alarm
+-A INPUT -j RATEEST --rateest-name r1 --rateest-interval 250.0ms --rateest-ewmalog 1.0s
+-A INPUT -j RATEEST --rateest-name abcdefghijklmno --rateest-interval 250.0ms --rateest-ewmalog 500.0ms
+-A INPUT -j RATEEST --rateest-name x --rateest-interval 500.0ms --rateest-ewmalog 4.0s
+-A INPUT -j RATEEST --rateest-name y --rateest-interval 8.0s --rateest-ewmalog 64.0s
+-A INPUT -j RATEEST --rateest-name z --rateest-interval 2.0s --rateest-ewmalog 4.0s
+-A INPUT -p tcp -j SYNPROXY --sack-perm --timestamp --wscale 7 --mss 1460
+-A INPUT -p tcp -j SYNPROXY
+-A FORWARD -p tcp -m tcp ! --tcp-flags FIN,SYN,RST,ACK SYN -j TCPMSS --clamp-mss-to-pmtu
+-A FORWARD -j NFQUEUE --queue-num 0
+-A FORWARD -j NFQUEUE --queue-num 65535 --queue-bypass
+-A FORWARD -j NFQUEUE --queue-balance 0:3 --queue-bypass --queue-cpu-fanout
+-A FORWARD -j NFQUEUE --queue-balance 2:5
+-A FORWARD -p tcp -m conntrack --ctstate INVALID,UNTRACKED -j SYNPROXY --timestamp --wscale 14 --mss 0 --ecn
+-A OUTPUT -j TEE --gateway 10.0.0.1 --oif eth0
+# table nat
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -d 10.0.0.0/24 -j NETMAP --to 192.168.1.0/24
+-A PREROUTING -d 10.0.1.0/24 -j NETMAP --to 192.168.1.0/32
+-A PREROUTING -d 10.0.2.0/24 -j NETMAP --to 192.168.1.0/24
+-A PREROUTING -d 10.0.3.0/24 -j NETMAP --to 192.168.1.0/24
+-A INPUT -s 10.0.0.0/8 -j NETMAP --to 10.0.0.0/8
+-A OUTPUT -p tcp -j TCPMSS --clamp-mss-to-pmtu
+-A OUTPUT -d 10.20.0.0/20 -j NETMAP --to 172.16.0.0/20
+-A POSTROUTING -o eth1 -j NETMAP --to 0.0.0.0/0

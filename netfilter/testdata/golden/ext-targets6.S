@@ -1,0 +1,40 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -p tcp -j TCPMSS --set-mss 65495
+-A PREROUTING -j DSCP --set-dscp 0x03
+-A PREROUTING -j DSCP --set-dscp 0x1e
+-A PREROUTING -j TOS --set-tos 0x10/0xff
+-A PREROUTING -j TOS --set-tos 0x02/0x3f
+-A PREROUTING -j TOS --set-tos 0x00/0xf0
+-A PREROUTING -j TOS --set-tos 0x01/0x01
+-A PREROUTING -j TOS --set-tos 0x80/0x00
+-A PREROUTING -j HL --hl-set 0
+-A PREROUTING -j HL --hl-set 64
+-A PREROUTING -j HL --hl-dec 1
+-A PREROUTING -j HL --hl-inc 255
+-A PREROUTING -p tcp -j TPROXY --on-port 8080 --on-ip :: --tproxy-mark 0x0/0x0
+-A PREROUTING -p tcp -j TPROXY --on-port 80 --on-ip ::1 --tproxy-mark 0x1/0x1
+-A PREROUTING -j DNPT --src-pfx fd00::/64 --dst-pfx 2001:db8::/64
+-A PREROUTING -j TEE --gateway fd00::1 --oif eth0
+-A INPUT -j SNPT --src-pfx fd00:1::/64 --dst-pfx 2001:db8:1::/64
+-A FORWARD -p tcp -m tcp --tcp-flags SYN,RST SYN -j TCPMSS --clamp-mss-to-pmtu
+-A OUTPUT -j DNPT --src-pfx fd00::/48 --dst-pfx 2001:db8::/64
+-A POSTROUTING -j SNPT --src-pfx fd00::/64 --dst-pfx 2001:db8::/64
+-A POSTROUTING -p tcp -j TCPOPTSTRIP --strip-options 8
+-A POSTROUTING -j CLASSIFY --set-class 0001:0001
+-A POSTROUTING -j HMARK --hmark-src-prefix 128 --hmark-dst-prefix 128 --hmark-sport-mask 0xffff --hmark-dport-mask 0xffff --hmark-proto-mask 0xffff --hmark-rnd 0xfeedcafe --hmark-mod 10
+-A POSTROUTING -j HMARK --hmark-src-prefix 64 --hmark-dst-prefix 48 --hmark-rnd 0x00000009 --hmark-mod 7 --hmark-offset 65536
+-A POSTROUTING -j NFQUEUE --queue-num 7
+# table nat
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -d fd00:96::/64 -j NETMAP --to fd00:244::/64
+-A INPUT -j NETMAP --to 2001:db8::/32
+-A OUTPUT -j NETMAP --to fd00::1/128
+-A POSTROUTING -j NETMAP --to fd00::/120
