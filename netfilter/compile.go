@@ -83,6 +83,16 @@ type program struct {
 	// sets and nfacct name the ipsets and nfacct objects the rules use,
 	// once per use.
 	sets, nfacct []string
+	// hashlimits are the hashlimit rules' handles, bound to the host's
+	// named tables when the program is loaded.
+	hashlimits []hashlimitBinding
+}
+
+// hashlimitBinding is one hashlimit match of a compiled rule and its
+// handle.
+type hashlimitBinding struct {
+	m   *HashlimitMatch
+	ref *hashlimitRef
 }
 
 // needsConntrack reports whether a module's checkentry takes a conntrack
@@ -190,6 +200,14 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 							x.ext = make([]any, len(r.Matches))
 						}
 						x.ext[k] = s.newState()
+						if hm, ok := m.(*HashlimitMatch); ok {
+							p.hashlimits = append(p.hashlimits, hashlimitBinding{hm, x.ext[k].(*hashlimitRef)})
+						}
+					}
+					if r, ok := m.(refuser); ok {
+						if err := r.refuse(); err != nil {
+							return nil, err
+						}
 					}
 				}
 				if st, ok := r.Target.(*SetTarget); ok {
@@ -275,6 +293,12 @@ func chainDepth(ct *ctable) int {
 // statistic's nth counter.
 type stateful interface {
 	initialState() uint32
+}
+
+// refuser is implemented by matches packetwalk can parse and print but
+// not evaluate: refuse says why, and the host refuses to load the rule.
+type refuser interface {
+	refuse() error
 }
 
 // extStateful is implemented by matches whose per-rule state does not fit
