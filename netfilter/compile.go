@@ -86,6 +86,9 @@ type program struct {
 	// hashlimits are the hashlimit rules' handles, bound to the host's
 	// named tables when the program is loaded.
 	hashlimits []hashlimitBinding
+	// readsBytes is set when a rule reads the packet's bytes (string,
+	// u32, bpf), for FrameHost to fill Packet.Raw.
+	readsBytes bool
 }
 
 // hashlimitBinding is one hashlimit match of a compiled rule and its
@@ -181,6 +184,8 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 						p.sets = append(p.sets, m.Name)
 					case *NFAcctMatch:
 						p.nfacct = append(p.nfacct, m.Name)
+					case *StringMatch, *U32Match, *BPFMatch:
+						p.readsBytes = true
 					}
 					if s, ok := m.(stateful); ok {
 						// Only rules with state get the slice: most have

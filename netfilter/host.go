@@ -121,6 +121,9 @@ type Host struct {
 	ctPCG      *rand.PCG // conntrack's random source, snapshotted by Explain
 	// recent holds the recent match's lists, by family and name.
 	recent map[recentKey]*recentList
+	// scratch holds the headers built for the string, u32 and bpf
+	// matches when a packet has no Raw bytes; reused.
+	scratch []byte
 	// hashlimit holds the hashlimit match's named tables, by family and
 	// name; they outlive a reload as long as some rule names them.
 	hashlimit map[hashlimitKey]*hashlimitTable
