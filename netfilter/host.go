@@ -121,6 +121,8 @@ type Host struct {
 	ctPCG      *rand.PCG // conntrack's random source, snapshotted by Explain
 	// recent holds the recent match's lists, by family and name.
 	recent map[recentKey]*recentList
+	// sockets are the listening sockets -m socket finds (AddSocket).
+	sockets []Socket
 	// scratch holds the headers built for the string, u32 and bpf
 	// matches when a packet has no Raw bytes; reused.
 	scratch []byte

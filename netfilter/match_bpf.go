@@ -26,7 +26,7 @@ const bpfMaxInsns = 64 // XT_BPF_MAX_NUM_INSTR
 
 func init() {
 	registerMatch(&module{name: "bpf",
-		opts: []option{{name: "bytecode", args: 1}, {name: "object-pinned", args: 1}},
+		opts:       []option{{name: "bytecode", args: 1}, {name: "object-pinned", args: 1}},
 		newBuilder: func(*ruleCtx) builder { return &bpfBuilder{} }})
 }
 
@@ -113,12 +113,13 @@ func (m *BPFMatch) appendSave(b []byte) []byte {
 	return append(b, '"')
 }
 
-// appendList prints as libxt_bpf does: no space before "match" and one
-// after the program.
+// appendList prints as libxt_bpf 1.8.9 does: no space before "match",
+// and a NUL byte after the program (its separator after the last
+// instruction).
 func (m *BPFMatch) appendList(b []byte, _ bool) []byte {
 	b = append(b, "match bpf "...)
 	b = m.appendProgram(b, ',')
-	return append(b, ' ')
+	return append(b, 0)
 }
 
 // Classic BPF opcodes (linux/filter.h).

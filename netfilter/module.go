@@ -35,6 +35,7 @@ type option struct {
 	args    int    // number of arguments it takes
 	invert  bool   // whether "!" may precede it
 	aliases []string
+	multi   bool // may be given more than once (policy's per-element options)
 }
 
 // ruleCtx is what a module's parser may consult about the rule around it.

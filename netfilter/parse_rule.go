@@ -495,6 +495,9 @@ func (p *ruleParser) setCounters(pk, by string) error {
 
 func (p *ruleParser) addMatch(name string) error {
 	m, ok := matchModules[name]
+	if err := refusedMatch(name); !ok && err != nil {
+		return err
+	}
 	if !ok || !m.allows(p.ctx.family) {
 		return fmt.Errorf("%w %q", ErrUnknownMatch, name)
 	}
@@ -586,7 +589,7 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 	if inv && !opt.invert {
 		return fmt.Errorf("%w: %s: option \"--%s\" cannot be inverted", ErrSyntax, dst.mod.name, opt.name)
 	}
-	if dst.markSeen(opt) {
+	if dst.markSeen(opt) && !opt.multi {
 		return fmt.Errorf("%w: %s: option \"--%s\" can only be used once", ErrMultipleFlags, dst.mod.name, opt.name)
 	}
 	var vals []string
