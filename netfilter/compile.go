@@ -165,6 +165,13 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 					if tg.Goto {
 						cr.kind = vGoto
 					}
+				case *PlaceholderTarget:
+					cr.apply = tg
+					if !tg.Always {
+						// A placeholder that never matches: a hidden match
+						// keeps the rule from matching.
+						cr.matches = append(cr.matches[:len(cr.matches):len(cr.matches)], neverMatch)
+					}
 				default:
 					a, ok := tg.(applier)
 					if !ok {
@@ -352,13 +359,14 @@ func ifaceMatch(pattern, name string) bool {
 // a jump or goto, "JUMP:X" or "GOTO:X".
 type ruleTrace struct {
 	text, action string
+	placeholder  bool // the rule holds a lenient-mode placeholder
 }
 
 func (r *crule) trace() *ruleTrace {
 	x := r.more()
 	if x.traced == nil {
 		b := appendSRule(nil, r.chain, r.rule, false)
-		t := &ruleTrace{text: string(b[:len(b)-1])}
+		t := &ruleTrace{text: string(b[:len(b)-1]), placeholder: r.rule.isPlaceholder()}
 		switch r.kind {
 		case vJump:
 			t.action = "JUMP:" + r.rule.Target.Name()
@@ -369,9 +377,6 @@ func (r *crule) trace() *ruleTrace {
 	}
 	return x.traced
 }
-
-// traceText returns the rule as iptables -S prints it, without the newline.
-func (r *crule) traceText() string { return r.trace().text }
 
 // jumpAction returns "JUMP:X" or "GOTO:X" for a rule that jumps to X.
 func (r *crule) jumpAction() string { return r.trace().action }

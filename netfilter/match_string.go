@@ -220,7 +220,7 @@ func (m *StringMatch) match(c *evalCtx) bool {
 		if m.ICase {
 			found = indexFold(win, m.Pattern) >= 0
 		} else {
-			found = strings.Index(win, m.Pattern) >= 0
+			found = strings.Contains(win, m.Pattern)
 		}
 	}
 	return found != m.Invert

@@ -3,6 +3,7 @@ package netfilter
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -63,6 +64,16 @@ type ruleParser struct {
 	matchBuf  [3]Match
 	jumpBuf   JumpTarget
 	targetBuf instance
+
+	// lenient (set by a lenient restore, kept across rules) turns an
+	// unknown or unmodelled module into a placeholder (lenient.go).
+	lenient     Lenient
+	placeholder *PlaceholderTarget
+	// forced are modules a lenient parse found unmodelled options of: the
+	// rule is parsed again with them as placeholders. lastModule is the
+	// module whose option was parsed last.
+	forced     []string
+	lastModule string
 }
 
 // ipOptSet records which IP-spec options ("-s", "-d", "-i", "-o", "-p",
@@ -125,11 +136,21 @@ func parseRuleSpecWith(p *ruleParser, ctx ruleCtx, args []string) ([]*Rule, *Cou
 	if p == nil {
 		p = &ruleParser{}
 	}
-	*p = ruleParser{ctx: ctx}
-	p.ctx.ip = &p.rule.IP
-	p.matches = p.instPtrs[:0]
-	if err := p.parse(args); err != nil {
-		return nil, nil, err
+	var forced []string
+	for {
+		*p = ruleParser{ctx: ctx, lenient: p.lenient, forced: forced}
+		p.ctx.ip = &p.rule.IP
+		p.matches = p.instPtrs[:0]
+		err := p.parse(args)
+		if err == nil {
+			break
+		}
+		if p.lenient == LenientOff || !placeholderable(err) || p.lastModule == "" || slices.Contains(forced, p.lastModule) {
+			return nil, nil, err
+		}
+		// A known module refused one of its options as unmodelled: parse
+		// again with that module as a placeholder.
+		forced = append(forced, p.lastModule)
 	}
 	if err := p.finish(); err != nil {
 		return nil, nil, err
@@ -244,8 +265,10 @@ func (p *ruleParser) parse(args []string) error {
 			if v, err = next(); err == nil {
 				if inv {
 					err = fmt.Errorf("%w: \"!\" cannot precede -m", ErrSyntax)
-				} else {
-					err = p.addMatch(v)
+				} else if slices.Contains(p.forced, v) {
+					i = p.addPlaceholderMatch(v, args, i+1)
+				} else if err = p.addMatch(v); err != nil && p.lenient != LenientOff && placeholderable(err) {
+					i, err = p.addPlaceholderMatch(v, args, i+1), nil
 				}
 			}
 		case "-j", "--jump", "-g", "--goto":
@@ -253,8 +276,10 @@ func (p *ruleParser) parse(args []string) error {
 			if v, err = next(); err == nil {
 				if inv {
 					err = fmt.Errorf("%w: \"!\" cannot precede %s", ErrSyntax, name)
-				} else {
-					err = p.setTarget(v, name == "-g" || name == "--goto")
+				} else if p.lenient != LenientOff && name != "-g" && name != "--goto" && (lenientTargets[v] && targetModules[v] == nil || slices.Contains(p.forced, v)) {
+					i, err = p.setPlaceholderTarget(v, args, i+1)
+				} else if err = p.setTarget(v, name == "-g" || name == "--goto"); err != nil && p.lenient != LenientOff && placeholderable(err) {
+					i, err = p.setPlaceholderTarget(v, args, i+1)
 				}
 			}
 		case "-c", "--set-counters":
@@ -515,7 +540,7 @@ func (p *ruleParser) loadMatch(m *module) error {
 }
 
 func (p *ruleParser) setTarget(name string, isGoto bool) error {
-	if p.target != nil || p.jump != "" {
+	if p.target != nil || p.jump != "" || p.placeholder != nil {
 		return fmt.Errorf("%w: multiple -j flags not allowed", ErrMultipleFlags)
 	}
 	if name == "" {
@@ -597,6 +622,7 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 		// One argument that is already a separate word: pass a view of
 		// args rather than a copy.
 		*i++
+		p.lastModule = dst.mod.name
 		return dst.b.set(&p.ctx, opt.name, inv, args[*i:*i+1:*i+1])
 	}
 	for k := 0; k < opt.args; k++ {
@@ -617,6 +643,7 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 	if hasVal {
 		return fmt.Errorf("%w: option \"--%s\" takes no argument", ErrSyntax, opt.name)
 	}
+	p.lastModule = dst.mod.name
 	return dst.b.set(&p.ctx, opt.name, inv, vals)
 }
 
@@ -665,6 +692,8 @@ func (p *ruleParser) finish() error {
 		p.rule.Matches = append(p.rule.Matches, v.(Match))
 	}
 	switch {
+	case p.placeholder != nil:
+		p.rule.Target = p.placeholder
 	case p.target != nil:
 		v, err := p.target.b.done(&p.ctx)
 		if err != nil {
