@@ -129,6 +129,7 @@ type Host struct {
 	// hashlimit holds the hashlimit match's named tables, by family and
 	// name; they outlive a reload as long as some rule names them.
 	hashlimit map[hashlimitKey]*hashlimitTable
+	hlScratch hashlimitEntry // Explain's copy of a bucket
 	// nfacct holds the extended accounting objects (nfacct add).
 	nfacct map[string]*Counters
 	// setRefs are the set references each family's rules hold.

@@ -696,10 +696,12 @@ func (m *HashlimitMatch) match(c *evalCtx) bool {
 		e = nil
 	}
 	expires := now + int64(cfg.Expire)*kernelHZ/1000
-	var scratch hashlimitEntry
+	// Explain reads a copy: scratch lives in the evaluation context, so
+	// that taking its address does not allocate.
+	scratch := &c.host.hlScratch
 	if c.host.explaining && e != nil {
-		scratch = *e
-		e = &scratch
+		*scratch = *e
+		e = scratch
 	}
 	if e == nil {
 		if len(t.entries) >= t.max {
@@ -713,8 +715,10 @@ func (m *HashlimitMatch) match(c *evalCtx) bool {
 			c.hotdrop = true // "max count reached": the kernel drops the packet
 			return false
 		}
-		e = &scratch
-		if !c.host.explaining {
+		if c.host.explaining {
+			*scratch = hashlimitEntry{}
+			e = scratch
+		} else {
 			e = &hashlimitEntry{}
 			t.entries[d] = e
 		}
