@@ -1,8 +1,10 @@
 package netfilter
 
 import (
+	"bufio"
 	"fmt"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +177,88 @@ func TestRPFilterKernel(t *testing.T) {
 				k, ok := cnt.Rule("raw", "PREROUTING", i+1)
 				require.True(t, ok)
 				assert.Equal(t, k.Packets, model[i].Counters.Packets, "%s from %s", r, src)
+			}
+		})
+	}
+}
+
+// socketListenerScript listens, in the namespace it runs in, on the
+// sockets TestSocketKernel models, prints "ready" and waits for stdin to
+// close.
+const socketListenerScript = `
+import socket, sys
+IP_TRANSPARENT = 19
+def listen(addr, port, transparent=False, mark=0):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if transparent:
+        s.setsockopt(socket.SOL_IP, IP_TRANSPARENT, 1)
+    if mark:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, mark)
+    s.bind((addr, port))
+    s.listen()
+    return s
+keep = [listen("0.0.0.0", 80), listen("192.168.10.1", 81), listen("0.0.0.0", 82, True, 7), listen("192.168.10.1", 83, True, 9)]
+print("ready", flush=True)
+sys.stdin.read()
+`
+
+// TestSocketKernel compares -m socket with listeners in the node: wildcard
+// and specific binds, transparent or not, and --restore-skmark.
+func TestSocketKernel(t *testing.T) {
+	kerneltest.Require(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is needed to open the listening sockets in the namespace")
+	}
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-exts-sk"})
+	cfg := lab.Config()
+	cmd := exec.Command("ip", "netns", "exec", lab.Node().Name(), "python3", "-c", socketListenerScript)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
+
+	rules := []string{"-m socket", "-m socket --nowildcard", "-m socket --transparent", "-m socket --transparent --nowildcard",
+		"-m socket --nowildcard --restore-skmark", "-m mark --mark 7", "-m mark --mark 9"}
+	in := "*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n"
+	for _, r := range rules {
+		in += "-A PREROUTING -i eth0 -p tcp " + r + "\n"
+	}
+	in += "-A PREROUTING -i eth0 -p tcp -j DROP\nCOMMIT\n"
+	for _, port := range []uint16{80, 81, 82, 83, 84} {
+		t.Run(fmt.Sprint(port), func(t *testing.T) {
+			require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv4: in}))
+			h := NewHost(HostConfig{})
+			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0))
+			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
+			node := netip.MustParseAddr("192.168.10.1")
+			for _, s := range []Socket{
+				{Proto: ProtoTCP, Addr: netip.IPv4Unspecified(), Port: 80},
+				{Proto: ProtoTCP, Addr: node, Port: 81},
+				{Proto: ProtoTCP, Addr: netip.IPv4Unspecified(), Port: 82, Transparent: true, Mark: 7},
+				{Proto: ProtoTCP, Addr: node, Port: 83, Transparent: true, Mark: 9},
+			} {
+				require.NoError(t, h.AddSocket(s))
+			}
+			require.NoError(t, h.Restore(IPv4, []byte(in), RestoreOptions{}))
+			frame, err := lab.Frame(kerneltest.FrameSpec{Proto: "tcp", Src: netip.MustParseAddr("192.168.10.2"), Dst: node, SrcPort: 5000, DstPort: port, TCPFlags: "SYN", Seq: 1})
+			require.NoError(t, err)
+			_, err = lab.Exchange(frame)
+			require.NoError(t, err)
+			_, err = NewFrameHost(h).ReceiveFrame("eth0", frame)
+			require.NoError(t, err)
+			cnt, err := lab.Counters()
+			require.NoError(t, err)
+			model := h.Ruleset(IPv4).Table(Mangle).Chain("PREROUTING").Rules
+			for i, r := range rules {
+				k, ok := cnt.Rule("mangle", "PREROUTING", i+1)
+				require.True(t, ok)
+				assert.Equal(t, k.Packets, model[i].Counters.Packets, "%s to port %d", r, port)
 			}
 		})
 	}
