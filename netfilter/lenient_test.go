@@ -133,3 +133,22 @@ func TestLenientKeepsRealErrors(t *testing.T) {
 		assert.False(t, strings.Contains(string(rs.AppendSave(nil, SaveOptions{})), "unmodelled"))
 	}
 }
+
+func TestLenientUnmodelledModules(t *testing.T) {
+	// osf parses but cannot run, rateest is refused by name, bpf refuses
+	// pinned programs: a lenient host loads all three as placeholders.
+	in := "*filter\n:INPUT ACCEPT [0:0]\n" +
+		"-A INPUT -p tcp -m osf --genre Linux -j DROP\n" +
+		"-A INPUT -m rateest --rateest1 ee --rateest-bps1 1mbit --rateest-gt -j DROP\n" +
+		"-A INPUT -m bpf --object-pinned /sys/fs/bpf/prog -j DROP\nCOMMIT\n"
+	h := NewHost(HostConfig{})
+	require.Error(t, h.Restore(IPv4, []byte(in), RestoreOptions{}))
+	require.NoError(t, h.Restore(IPv4, []byte(in), RestoreOptions{Lenient: LenientNeverMatch}))
+	var names []string
+	for _, p := range h.Placeholders(IPv4) {
+		names = append(names, p.Module)
+	}
+	assert.Equal(t, []string{"osf", "rateest", "bpf"}, names)
+	assert.Contains(t, h.Ruleset(IPv4).String(), "-A INPUT -m rateest --rateest1 ee --rateest-bps1 1mbit --rateest-gt -j DROP\n")
+	assert.Contains(t, h.Ruleset(IPv4).String(), "-A INPUT -p tcp -m osf --genre Linux -j DROP\n")
+}

@@ -20,7 +20,8 @@ func init() {
 	registerMatch(&module{name: "osf",
 		opts:       []option{{name: "genre", args: 1, invert: true}, {name: "ttl", args: 1}, {name: "log", args: 1}},
 		newBuilder: func(*ruleCtx) builder { return &osfBuilder{} },
-		hooks:      []Hook{Prerouting, Input, Forward}})
+		hooks:      []Hook{Prerouting, Input, Forward},
+		unmodelled: true})
 }
 
 type osfBuilder struct {

@@ -69,6 +69,10 @@ type module struct {
 	// in every hook from which it can be reached.
 	tables []TableID
 	hooks  []Hook
+	// unmodelled marks a module packetwalk parses and prints but cannot
+	// evaluate (its match refuses to load): a lenient restore takes it as
+	// a placeholder.
+	unmodelled bool
 }
 
 func (m *module) lookup(name string) (*option, bool) {

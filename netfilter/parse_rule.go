@@ -265,7 +265,7 @@ func (p *ruleParser) parse(args []string) error {
 			if v, err = next(); err == nil {
 				if inv {
 					err = fmt.Errorf("%w: \"!\" cannot precede -m", ErrSyntax)
-				} else if slices.Contains(p.forced, v) {
+				} else if slices.Contains(p.forced, v) || p.lenient != LenientOff && matchModules[v] != nil && matchModules[v].unmodelled {
 					i = p.addPlaceholderMatch(v, args, i+1)
 				} else if err = p.addMatch(v); err != nil && p.lenient != LenientOff && placeholderable(err) {
 					i, err = p.addPlaceholderMatch(v, args, i+1), nil
