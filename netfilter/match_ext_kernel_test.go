@@ -98,22 +98,58 @@ func extKernelCases(now time.Time) []extKernelCase {
 // model and compares every rule's packet count.
 func TestExtMatchesKernel(t *testing.T) {
 	kerneltest.Require(t)
+	now := time.Now().UTC()
+	runExtKernelCases(t, IPv4, extKernelCases(now), now)
+}
+
+// TestExtMatchesKernel6 does the same for IPv6 masks and headers.
+func TestExtMatchesKernel6(t *testing.T) {
+	kerneltest.Require(t)
+	c1, c2 := netip.MustParseAddr("fd00:10::2"), netip.MustParseAddr("fd00:10:0:0:1::2")
+	server := netip.MustParseAddr("fd00:244::5")
+	udp := func(src netip.Addr, sport uint16, n int) kerneltest.FrameSpec {
+		return kerneltest.FrameSpec{Proto: "udp", Src: src, Dst: server, SrcPort: sport, DstPort: 53, PayloadLen: n}
+	}
+	syn := func(src netip.Addr, sport uint16) kerneltest.FrameSpec {
+		return kerneltest.FrameSpec{Proto: "tcp", Src: src, Dst: server, SrcPort: sport, DstPort: 80, TCPFlags: "SYN", Seq: 1}
+	}
+	now := time.Now().UTC()
+	runExtKernelCases(t, IPv6, []extKernelCase{
+		{"hashlimit-srcmask", []string{
+			"-m hashlimit --hashlimit-upto 1/min --hashlimit-burst 2 --hashlimit-mode srcip --hashlimit-srcmask 64 --hashlimit-name pwk6a -j ACCEPT",
+			"-m hashlimit --hashlimit-upto 1/min --hashlimit-burst 1 --hashlimit-mode srcip --hashlimit-name pwk6b",
+		}, []kerneltest.FrameSpec{udp(c1, 1, 10), udp(c2, 2, 10), udp(c1, 3, 10), udp(c1, 4, 10), udp(c2, 5, 10)}},
+		{"connlimit-mask", []string{
+			"-p tcp --syn -m connlimit --connlimit-above 1 --connlimit-mask 64 -j DROP",
+		}, []kerneltest.FrameSpec{syn(c1, 1), syn(c2, 2), syn(c1, 3)}},
+		{"u32-string", []string{
+			`-m u32 --u32 "4&0xFF00=0x1100"`,
+			`-m string --hex-string "|fd00 0010 0000 0000 0001|" --algo bm --to 24`,
+			`-m quota --quota 100`,
+		}, []kerneltest.FrameSpec{udp(c1, 1, 10), udp(c2, 2, 10), syn(c1, 3)}},
+	}, now)
+}
+
+func runExtKernelCases(t *testing.T, f Family, cases []extKernelCase, now time.Time) {
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-exts"})
 	cfg := lab.Config()
-	now := time.Now().UTC()
-	for _, tc := range extKernelCases(now) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rules := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"
 			for _, r := range tc.rules {
 				rules += "-A FORWARD " + r + "\n"
 			}
 			rules += "COMMIT\n"
-			require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv4: rules}))
+			rs := kerneltest.Ruleset{IPv4: rules}
+			if f == IPv6 {
+				rs = kerneltest.Ruleset{IPv6: rules}
+			}
+			require.NoError(t, lab.ResetRuleset(rs))
 			require.NoError(t, lab.FlushConntrack())
 			h := NewHost(HostConfig{Clock: NewManualClock(now)})
-			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0))
-			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
-			require.NoError(t, h.Restore(IPv4, []byte(rules), RestoreOptions{}))
+			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
+			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
+			require.NoError(t, h.Restore(f, []byte(rules), RestoreOptions{}))
 			fh := NewFrameHost(h)
 			for _, spec := range tc.frames {
 				frame, err := lab.Frame(spec)
@@ -124,8 +160,11 @@ func TestExtMatchesKernel(t *testing.T) {
 				require.NoError(t, err)
 			}
 			cnt, err := lab.Counters()
+			if f == IPv6 {
+				cnt, err = lab.Counters6()
+			}
 			require.NoError(t, err)
-			model := h.Ruleset(IPv4).Table(Filter).Chain("FORWARD").Rules
+			model := h.Ruleset(f).Table(Filter).Chain("FORWARD").Rules
 			var diffs []string
 			for i, r := range tc.rules {
 				k, ok := cnt.Rule("filter", "FORWARD", i+1)
