@@ -2,6 +2,8 @@ package netfilter
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -400,4 +402,37 @@ func TestExtMatchesDoNotAllocate(t *testing.T) {
 		return testing.AllocsPerRun(100, func() { h.Receive("eth0", p) })
 	}
 	assert.Equal(t, allocs("-m conntrack --ctstate NEW"), allocs("-m connlimit --connlimit-above 100"))
+}
+
+// Every prefix of every rule of the issue-19 corpora, and each with one
+// argument replaced by a bad value, is parsed without a panic, leniently
+// or not; an error always wraps a sentinel.
+func TestExtTruncatedRulesDoNotPanic(t *testing.T) {
+	for _, name := range []string{"ext-stateful.rules", "ext-payload.rules", "ext-host.rules", "ext-stateful6.rules6", "ext-host6.rules6"} {
+		data, err := os.ReadFile(filepath.Join(goldenDir, name))
+		require.NoError(t, err)
+		f := IPv4
+		if strings.HasSuffix(name, "6") {
+			f = IPv6
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.HasPrefix(line, "-A ") {
+				continue
+			}
+			args, err := appendArgs(nil, line)
+			require.NoError(t, err)
+			for n := 2; n <= len(args); n++ {
+				for _, bad := range []string{"", "x", "!", "-1", "99999999999999999999", "0x", ":", ",", "|", "@"} {
+					variant := append(append([]string(nil), args[:n]...), bad)
+					for _, l := range []Lenient{LenientOff, LenientAlwaysMatch} {
+						p := &ruleParser{lenient: l}
+						_, _, err := parseRuleSpecWith(p, ruleCtx{family: f, table: Filter, chain: "INPUT"}, variant[2:])
+						if err != nil {
+							assert.True(t, wrapsSentinel(err), "%q: %v", variant, err)
+						}
+					}
+				}
+			}
+		}
+	}
 }

@@ -213,16 +213,14 @@ func (b *hashlimitBuilder) set(c *ruleCtx, opt string, inv bool, args []string) 
 			b.m.DstMask = uint8(n)
 		}
 	case "hashlimit-burst":
-		end := 0
-		for end < len(s) && s[end] >= '0' && s[end] <= '9' {
-			end++
-		}
-		v, err := strconv.ParseUint(s[:end], 10, 64)
-		if err != nil || end < len(s) && s[end:] != "k" && s[end:] != "m" && s[end:] != "kb" && s[end:] != "mb" && s[end:] != "b" || end == len(s) && v > hashlimitBurstMax {
+		// strtoumax with base 0: the leading number (decimal, 0x hex or 0
+		// octal), at least 1; what follows only picks a factor (k or m).
+		v, rest, ok := leadingUint(s)
+		if !ok || v < 1 || rest == "" && v > hashlimitBurstMax {
 			return badValue("hashlimit", "--hashlimit-burst", s, "a burst 1-1000000, or a byte size NUM[kb|mb]")
 		}
-		if end < len(s) {
-			v *= byteFactor(s[end])
+		if rest != "" {
+			v *= byteFactor(rest[0])
 		}
 		b.m.Burst, b.burstGiven = v, true
 	case "hashlimit-htable-size", "hashlimit-htable-max", "hashlimit-htable-gcinterval", "hashlimit-htable-expire":
@@ -754,4 +752,31 @@ func (m *HashlimitMatch) match(c *evalCtx) bool {
 		return !inv
 	}
 	return inv
+}
+
+// leadingUint reads the number at the start of s as strtoumax does with
+// base 0, returning the rest of s.
+func leadingUint(s string) (uint64, string, bool) {
+	base, i := 10, 0
+	switch {
+	case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X") && strings.ContainsRune("0123456789abcdefABCDEF", rune(s[2])):
+		base, i = 16, 2
+	case len(s) > 1 && s[0] == '0':
+		base, i = 8, 1
+	}
+	j := i
+	for j < len(s) && strings.ContainsRune("0123456789abcdefABCDEF"[:base+max(0, base-10)], rune(s[j])) {
+		j++
+	}
+	if j == 0 || j == i && base != 8 {
+		return 0, s, false
+	}
+	if j == i { // a lone "0"
+		return 0, s[j:], true
+	}
+	v, err := strconv.ParseUint(s[i:j], base, 64)
+	if err != nil {
+		return 0, s, false
+	}
+	return v, s[j:], true
 }

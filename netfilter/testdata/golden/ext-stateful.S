@@ -31,3 +31,7 @@
 -A INPUT -m time --datestop 2038-01-19T03:14:08
 -A INPUT -m time --monthdays 3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30 --datestop 2038-01-19T03:14:07
 -A INPUT -m time --monthdays 1,11,12,13,22,23,31 --weekdays Mon,Thu,Sun --datestop 2038-01-19T03:14:07
+-A INPUT -m hashlimit --hashlimit-upto 5/sec --hashlimit-burst 5 --hashlimit-name bu1
+-A INPUT -m hashlimit --hashlimit-upto 5/sec --hashlimit-burst 16 --hashlimit-name bu2
+-A INPUT -m hashlimit --hashlimit-upto 5/sec --hashlimit-burst 8 --hashlimit-name bu3
+-A INPUT -m hashlimit --hashlimit-upto 5/sec --hashlimit-burst 2048 --hashlimit-name bu4
