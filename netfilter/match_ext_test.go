@@ -436,3 +436,25 @@ func TestExtTruncatedRulesDoNotPanic(t *testing.T) {
 		}
 	}
 }
+
+// Explain reads hashlimit buckets, quotas and connlimit lists without
+// spending from them.
+func TestExtExplainChangesNothing(t *testing.T) {
+	clk := NewManualClock(time.Unix(1700000000, 0))
+	h := extHost(t, clk,
+		"-p tcp --dport 22 -m hashlimit --hashlimit-upto 1/min --hashlimit-burst 1 --hashlimit-name ex -j ACCEPT",
+		"-p tcp --dport 23 -m quota --quota 40 -j ACCEPT",
+		"-p tcp --dport 24 -m connlimit --connlimit-upto 1 -j ACCEPT")
+	for _, port := range []uint16{22, 23, 24} {
+		p := syn("10.0.0.5", port, port)
+		for i := 0; i < 3; i++ {
+			out, err := h.Explain("eth0", p)
+			require.NoError(t, err)
+			require.Len(t, out, 1)
+			assert.Equal(t, VerdictAccept, out[0].Result.Verdict, "explain %d", port)
+		}
+		assert.Equal(t, "A", verdicts(h, "eth0", p), "first packet to %d", port)
+		p.SrcPort++
+		assert.Equal(t, "D", verdicts(h, "eth0", p), "second packet to %d", port)
+	}
+}

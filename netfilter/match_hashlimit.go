@@ -690,7 +690,9 @@ func (m *HashlimitMatch) match(c *evalCtx) bool {
 	if e != nil && now >= e.expires {
 		// The kernel's garbage collection drops idle entries every
 		// gcinterval; packetwalk drops one as soon as it expired.
-		delete(t.entries, d)
+		if !c.host.explaining {
+			delete(t.entries, d)
+		}
 		e = nil
 	}
 	expires := now + int64(cfg.Expire)*kernelHZ/1000
@@ -702,7 +704,7 @@ func (m *HashlimitMatch) match(c *evalCtx) bool {
 		e = scratch
 	}
 	if e == nil {
-		if len(t.entries) >= t.max {
+		if len(t.entries) >= t.max && !c.host.explaining {
 			for k, x := range t.entries {
 				if now >= x.expires {
 					delete(t.entries, k)
