@@ -117,7 +117,6 @@ func TestHashlimitParseErrors(t *testing.T) {
 		"-m osf --genre Linux":                                               ErrNotAllowed,
 		"-m ipvs":                                                            ErrMissingArgument,
 		"-m ipvs ! --ipvs --vport 80":                                        ErrIncompatibleOpts,
-		"-m rateest --rateest1 ee --rateest-bps1 1mbit --rateest-gt":         ErrUnsupported,
 	} {
 		rs := NewRuleset(IPv4)
 		err := rs.Exec("-A INPUT " + spec)

@@ -36,6 +36,9 @@ type option struct {
 	invert  bool   // whether "!" may precede it
 	aliases []string
 	multi   bool // may be given more than once (policy's per-element options)
+	// optional: the option takes one argument when the next word does not
+	// start with '-' or '!', none otherwise (rateest's --rateest-bps1).
+	optional bool
 }
 
 // ruleCtx is what a module's parser may consult about the rule around it.

@@ -520,9 +520,6 @@ func (p *ruleParser) setCounters(pk, by string) error {
 
 func (p *ruleParser) addMatch(name string) error {
 	m, ok := matchModules[name]
-	if err := refusedMatch(name); !ok && err != nil {
-		return err
-	}
 	if !ok || !m.allows(p.ctx.family) {
 		return fmt.Errorf("%w %q", ErrUnknownMatch, name)
 	}
@@ -618,6 +615,17 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 		return fmt.Errorf("%w: %s: option \"--%s\" can only be used once", ErrMultipleFlags, dst.mod.name, opt.name)
 	}
 	var vals []string
+	if opt.optional {
+		switch {
+		case hasVal:
+			vals = []string{val}
+		case *i+1 < len(args) && args[*i+1] != "" && args[*i+1][0] != '-' && args[*i+1][0] != '!':
+			*i++
+			vals = args[*i : *i+1 : *i+1]
+		}
+		p.lastModule = dst.mod.name
+		return dst.b.set(&p.ctx, opt.name, inv, vals)
+	}
 	if opt.args == 1 && !hasVal && *i+1 < len(args) && args[*i+1] != "!" {
 		// One argument that is already a separate word: pass a view of
 		// args rather than a copy.
