@@ -83,6 +83,19 @@ type program struct {
 	// sets and nfacct name the ipsets and nfacct objects the rules use,
 	// once per use.
 	sets, nfacct []string
+	// hashlimits are the hashlimit rules' handles, bound to the host's
+	// named tables when the program is loaded.
+	hashlimits []hashlimitBinding
+	// readsBytes is set when a rule reads the packet's bytes (string,
+	// u32, bpf), for FrameHost to fill Packet.Raw.
+	readsBytes bool
+}
+
+// hashlimitBinding is one hashlimit match of a compiled rule and its
+// handle.
+type hashlimitBinding struct {
+	m   *HashlimitMatch
+	ref *hashlimitRef
 }
 
 // unmodelled is implemented by targets packetwalk reads and prints but
@@ -168,6 +181,13 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 					if tg.Goto {
 						cr.kind = vGoto
 					}
+				case *PlaceholderTarget:
+					cr.apply = tg
+					if !tg.Always {
+						// A placeholder that never matches: a hidden match
+						// keeps the rule from matching.
+						cr.matches = append(cr.matches[:len(cr.matches):len(cr.matches)], neverMatch)
+					}
 				default:
 					// Some targets are read and printed but their
 					// effect (or some form of it) is not modelled;
@@ -198,6 +218,8 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 						p.sets = append(p.sets, m.Name)
 					case *NFAcctMatch:
 						p.nfacct = append(p.nfacct, m.Name)
+					case *StringMatch, *U32Match, *BPFMatch:
+						p.readsBytes = true
 					}
 					if s, ok := m.(stateful); ok {
 						// Only rules with state get the slice: most have
@@ -217,6 +239,14 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 							x.ext = make([]any, len(r.Matches))
 						}
 						x.ext[k] = s.newState()
+						if hm, ok := m.(*HashlimitMatch); ok {
+							p.hashlimits = append(p.hashlimits, hashlimitBinding{hm, x.ext[k].(*hashlimitRef)})
+						}
+					}
+					if r, ok := m.(refuser); ok {
+						if err := r.refuse(); err != nil {
+							return nil, err
+						}
 					}
 				}
 				if st, ok := r.Target.(*SetTarget); ok {
@@ -306,6 +336,12 @@ type stateful interface {
 	initialState() uint32
 }
 
+// refuser is implemented by matches packetwalk can parse and print but
+// not evaluate: refuse says why, and the host refuses to load the rule.
+type refuser interface {
+	refuse() error
+}
+
 // extStateful is implemented by matches whose per-rule state does not fit
 // a uint32; newState returns a fresh state for one compiled rule.
 type extStateful interface {
@@ -358,13 +394,14 @@ func ifaceMatch(pattern, name string) bool {
 // a jump or goto, "JUMP:X" or "GOTO:X".
 type ruleTrace struct {
 	text, action string
+	placeholder  bool // the rule holds a lenient-mode placeholder
 }
 
 func (r *crule) trace() *ruleTrace {
 	x := r.more()
 	if x.traced == nil {
 		b := appendSRule(nil, r.chain, r.rule, false)
-		t := &ruleTrace{text: string(b[:len(b)-1])}
+		t := &ruleTrace{text: string(b[:len(b)-1]), placeholder: r.rule.isPlaceholder()}
 		switch r.kind {
 		case vJump:
 			t.action = "JUMP:" + r.rule.Target.Name()
@@ -375,9 +412,6 @@ func (r *crule) trace() *ruleTrace {
 	}
 	return x.traced
 }
-
-// traceText returns the rule as iptables -S prints it, without the newline.
-func (r *crule) traceText() string { return r.trace().text }
 
 // jumpAction returns "JUMP:X" or "GOTO:X" for a rule that jumps to X.
 func (r *crule) jumpAction() string { return r.trace().action }

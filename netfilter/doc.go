@@ -7,7 +7,10 @@
 //
 // What packetwalk does not model is refused by name when the text is read
 // (an unknown module, option or target is a [*ParseError] naming the line),
-// never ignored.
+// never ignored, unless a restore asks for leniency ([RestoreOptions].Lenient):
+// then a rule whose match or target module is unknown or unmodelled loads as
+// a placeholder that never or always matches, printed back as given, marked
+// in traces ([Step].Placeholder) and listed by [Ruleset.Placeholders].
 //
 // # A packet's way through the host
 //

@@ -136,6 +136,15 @@ func (d *Decoder) DecodeIP(pkt []byte) (Packet, error) {
 	return Packet{}, badHeader(0, "IP", "version %d, want 4 or 6", pkt[0]>>4)
 }
 
+// ipBytes returns the IP packet of the last decoded frame (from the IP
+// header to the IP total length).
+func (d *Decoder) ipBytes() []byte {
+	if d.l3 < 0 || d.l3end > len(d.frame) || d.l3 > d.l3end {
+		return nil
+	}
+	return d.frame[d.l3:d.l3end]
+}
+
 func (d *Decoder) run(p *gopacket.DecodingLayerParser, data []byte) (Packet, error) {
 	d.pkt = Packet{}
 	d.off, d.l3, d.l4, d.l3end, d.inner, d.l4proto = 0, -1, -1, len(data), -1, 0

@@ -80,6 +80,7 @@ func (f *FrameHost) walk(frame []byte, run func(Packet) Result, out bool, iface 
 	if err != nil {
 		return FrameResult{}, err
 	}
+	f.fillRaw(&p)
 	if !f.Host.defragging(p.Family) {
 		return f.finish(frame, run(p))
 	}
@@ -100,6 +101,7 @@ func (f *FrameHost) walk(frame []byte, run func(Packet) Result, out bool, iface 
 	if p, err = f.decode(whole); err != nil {
 		return FrameResult{}, err
 	}
+	f.fillRaw(&p)
 	fr, err := f.finish(whole, run(p))
 	if err != nil || fr.Frame == nil {
 		return fr, err
@@ -107,6 +109,14 @@ func (f *FrameHost) walk(frame []byte, run func(Packet) Result, out bool, iface 
 	f.frags = f.refragment(f.frags[:0], fr.Frame)
 	fr.Fragments = f.frags
 	return fr, nil
+}
+
+// fillRaw gives the decoded packet its bytes when a loaded rule reads
+// them; the copy is made only then.
+func (f *FrameHost) fillRaw(p *Packet) {
+	if pr := f.Host.progs[famIdx(p.Family)]; pr != nil && pr.readsBytes {
+		p.Raw = string(f.dec.ipBytes())
+	}
 }
 
 func (f *FrameHost) decode(frame []byte) (Packet, error) {

@@ -65,6 +65,10 @@ type HostConfig struct {
 	// source rerouted off the host (OUTPUT DNAT) is dropped. The zero
 	// value is route_localnet=1, as kubelet sets it on a Kubernetes node.
 	NoRouteLocalnet bool
+	// KernelTZMinutesWest is the kernel's timezone (sys_tz, set with
+	// settimeofday) in minutes west of Greenwich, which -m time
+	// --kerneltz reads. The zero value is UTC, the kernel's default.
+	KernelTZMinutesWest int
 }
 
 // Interface is a network interface of the host with its addresses.
@@ -128,6 +132,15 @@ type Host struct {
 	ctPCG      *rand.PCG // conntrack's random source, snapshotted by Explain
 	// recent holds the recent match's lists, by family and name.
 	recent map[recentKey]*recentList
+	// sockets are the listening sockets -m socket finds (AddSocket).
+	sockets []Socket
+	// scratch holds the headers built for the string, u32 and bpf
+	// matches when a packet has no Raw bytes; reused.
+	scratch []byte
+	// hashlimit holds the hashlimit match's named tables, by family and
+	// name; they outlive a reload as long as some rule names them.
+	hashlimit map[hashlimitKey]*hashlimitTable
+	hlScratch hashlimitEntry // Explain's copy of a bucket
 	// nfacct holds the extended accounting objects (nfacct add).
 	nfacct map[string]*Counters
 	// setRefs are the set references each family's rules hold.
@@ -362,6 +375,7 @@ func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 		_, _ = h.sets.Ref(n)
 	}
 	h.setRefs[i] = p.sets
+	h.bindHashlimit(p)
 	h.rules[i], h.progs[i] = rs, p
 	return nil
 }

@@ -35,6 +35,10 @@ type option struct {
 	args    int    // number of arguments it takes
 	invert  bool   // whether "!" may precede it
 	aliases []string
+	multi   bool // may be given more than once (policy's per-element options)
+	// optional: the option takes one argument when the next word does not
+	// start with '-' or '!', none otherwise (rateest's --rateest-bps1).
+	optional bool
 }
 
 // ruleCtx is what a module's parser may consult about the rule around it.
@@ -68,6 +72,10 @@ type module struct {
 	// in every hook from which it can be reached.
 	tables []TableID
 	hooks  []Hook
+	// unmodelled marks a module packetwalk parses and prints but cannot
+	// evaluate (its match refuses to load): a lenient restore takes it as
+	// a placeholder.
+	unmodelled bool
 }
 
 func (m *module) lookup(name string) (*option, bool) {

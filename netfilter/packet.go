@@ -194,6 +194,17 @@ type Packet struct {
 	// the root, -m cgroup --path), both meaningful with HasSocket.
 	CgroupClassID uint32
 	CgroupPath    string
+
+	// --- Packet bytes, for the string, u32 and bpf matches (issue 19) ---
+
+	// Raw is the packet's bytes from the IP header on, when known.
+	// FrameHost fills it from the frame when a loaded rule reads packet
+	// bytes; it is a string so that Packet stays a comparable value. It is
+	// the packet as it arrived: NAT and mangle targets change the fields
+	// above, not Raw. Empty means unknown: those matches then read an IP
+	// and transport header built from the fields, followed by Length's
+	// worth of zero payload.
+	Raw string
 }
 
 // InnerHeader is the part of the packet quoted by an ICMP error that

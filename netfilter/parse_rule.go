@@ -3,6 +3,7 @@ package netfilter
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -65,6 +66,16 @@ type ruleParser struct {
 	matchBuf  [3]Match
 	jumpBuf   JumpTarget
 	targetBuf instance
+
+	// lenient (set by a lenient restore, kept across rules) turns an
+	// unknown or unmodelled module into a placeholder (lenient.go).
+	lenient     Lenient
+	placeholder *PlaceholderTarget
+	// forced are modules a lenient parse found unmodelled options of: the
+	// rule is parsed again with them as placeholders. lastModule is the
+	// module whose option was parsed last.
+	forced     []string
+	lastModule string
 }
 
 // ipOptSet records which IP-spec options ("-s", "-d", "-i", "-o", "-p",
@@ -127,14 +138,32 @@ func parseRuleSpecWith(p *ruleParser, ctx ruleCtx, args []string) ([]*Rule, *Cou
 	if p == nil {
 		p = &ruleParser{}
 	}
-	*p = ruleParser{ctx: ctx}
-	p.ctx.ip = &p.rule.IP
-	p.matches = p.instPtrs[:0]
-	if err := p.parse(args); err != nil {
-		return nil, nil, err
-	}
-	if err := p.finish(); err != nil {
-		return nil, nil, err
+	var forced []string
+	for {
+		*p = ruleParser{ctx: ctx, lenient: p.lenient, forced: forced}
+		p.ctx.ip = &p.rule.IP
+		p.matches = p.instPtrs[:0]
+		err := p.parse(args)
+		if err == nil {
+			if err = p.finish(); err != nil {
+				return nil, nil, err
+			}
+			// A module that parses but cannot run (TEE, TPROXY,
+			// SYNPROXY, rt --rt-0-addrs...) is refused when a host loads
+			// the rule; a lenient restore makes it a placeholder now.
+			name := p.unmodelledModule()
+			if name == "" || p.lenient == LenientOff || slices.Contains(forced, name) {
+				break
+			}
+			forced = append(forced, name)
+			continue
+		}
+		if p.lenient == LenientOff || !placeholderable(err) || p.lastModule == "" || slices.Contains(forced, p.lastModule) {
+			return nil, nil, err
+		}
+		// A known module refused one of its options as unmodelled: parse
+		// again with that module as a placeholder.
+		forced = append(forced, p.lastModule)
 	}
 	if len(p.srcs) <= 1 && len(p.dsts) <= 1 {
 		// The common case: one rule, allocated together with its slot,
@@ -246,8 +275,10 @@ func (p *ruleParser) parse(args []string) error {
 			if v, err = next(); err == nil {
 				if inv {
 					err = fmt.Errorf("%w: \"!\" cannot precede -m", ErrSyntax)
-				} else {
-					err = p.addMatch(v)
+				} else if slices.Contains(p.forced, v) || p.lenient != LenientOff && matchModules[v] != nil && matchModules[v].unmodelled {
+					i = p.addPlaceholderMatch(v, args, i+1)
+				} else if err = p.addMatch(v); err != nil && p.lenient != LenientOff && placeholderable(err) {
+					i, err = p.addPlaceholderMatch(v, args, i+1), nil
 				}
 			}
 		case "-j", "--jump", "-g", "--goto":
@@ -255,8 +286,10 @@ func (p *ruleParser) parse(args []string) error {
 			if v, err = next(); err == nil {
 				if inv {
 					err = fmt.Errorf("%w: \"!\" cannot precede %s", ErrSyntax, name)
-				} else {
-					err = p.setTarget(v, name == "-g" || name == "--goto")
+				} else if p.lenient != LenientOff && name != "-g" && name != "--goto" && (lenientTargets[v] && targetModules[v] == nil || slices.Contains(p.forced, v)) {
+					i, err = p.setPlaceholderTarget(v, args, i+1)
+				} else if err = p.setTarget(v, name == "-g" || name == "--goto"); err != nil && p.lenient != LenientOff && placeholderable(err) {
+					i, err = p.setPlaceholderTarget(v, args, i+1)
 				}
 			}
 		case "-c", "--set-counters":
@@ -543,7 +576,7 @@ func (p *ruleParser) loadMatch(m *module) error {
 }
 
 func (p *ruleParser) setTarget(name string, isGoto bool) error {
-	if p.target != nil || p.jump != "" {
+	if p.target != nil || p.jump != "" || p.placeholder != nil {
 		return fmt.Errorf("%w: multiple -j flags not allowed", ErrMultipleFlags)
 	}
 	if name == "" {
@@ -606,14 +639,26 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 	if inv && !opt.invert {
 		return fmt.Errorf("%w: %s: option \"--%s\" cannot be inverted", ErrSyntax, dst.mod.name, opt.name)
 	}
-	if dst.markSeen(opt) {
+	if dst.markSeen(opt) && !opt.multi {
 		return fmt.Errorf("%w: %s: option \"--%s\" can only be used once", ErrMultipleFlags, dst.mod.name, opt.name)
 	}
 	var vals []string
+	if opt.optional {
+		switch {
+		case hasVal:
+			vals = []string{val}
+		case *i+1 < len(args) && args[*i+1] != "" && args[*i+1][0] != '-' && args[*i+1][0] != '!':
+			*i++
+			vals = args[*i : *i+1 : *i+1]
+		}
+		p.lastModule = dst.mod.name
+		return dst.b.set(&p.ctx, opt.name, inv, vals)
+	}
 	if opt.args == 1 && !hasVal && *i+1 < len(args) && args[*i+1] != "!" {
 		// One argument that is already a separate word: pass a view of
 		// args rather than a copy.
 		*i++
+		p.lastModule = dst.mod.name
 		return dst.b.set(&p.ctx, opt.name, inv, args[*i:*i+1:*i+1])
 	}
 	for k := 0; k < opt.args; k++ {
@@ -634,6 +679,7 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 	if hasVal {
 		return fmt.Errorf("%w: option \"--%s\" takes no argument", ErrSyntax, opt.name)
 	}
+	p.lastModule = dst.mod.name
 	return dst.b.set(&p.ctx, opt.name, inv, vals)
 }
 
@@ -721,6 +767,8 @@ func (p *ruleParser) finish() error {
 		p.rule.Matches = append(p.rule.Matches, v.(Match))
 	}
 	switch {
+	case p.placeholder != nil:
+		p.rule.Target = p.placeholder
 	case p.target != nil:
 		v, err := p.target.b.done(&p.ctx)
 		if err != nil {
@@ -848,4 +896,18 @@ func (p *ruleParser) expandAbbrev(name string) string {
 		}
 	}
 	return "--" + found[0].canon
+}
+
+// unmodelledModule names the rule's first module that loads but cannot
+// run (see unmodelled), or returns "".
+func (p *ruleParser) unmodelledModule() string {
+	for _, m := range p.rule.Matches {
+		if u, ok := m.(unmodelled); ok && u.unmodelled() != "" {
+			return m.Module()
+		}
+	}
+	if u, ok := p.rule.Target.(unmodelled); ok && u.unmodelled() != "" {
+		return p.rule.Target.Name()
+	}
+	return ""
 }

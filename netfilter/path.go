@@ -86,6 +86,9 @@ type Step struct {
 	// Packet is the packet when the step happened; nil outside a trace.
 	// Trace steps do not share it with anything that changes later.
 	Packet *Packet
+	// Placeholder says the rule holds a match or target loaded by a
+	// lenient restore without being modelled (see RestoreOptions.Lenient).
+	Placeholder bool
 }
 
 // Result is what happened to one packet.
@@ -146,13 +149,14 @@ type place struct {
 // writeStep writes w into s field by field: a Step built whole and then
 // copied costs a store-forwarding stall on every packet.
 func (w *place) writeStep(s *Step) {
-	s.Hook, s.Table, s.Chain, s.Rule, s.Text, s.Action, s.Packet = w.hook, w.table, "", 0, "", w.action, nil
+	s.Hook, s.Table, s.Chain, s.Rule, s.Text, s.Action, s.Packet, s.Placeholder = w.hook, w.table, "", 0, "", w.action, nil, false
 	if w.r != nil {
 		s.Chain = w.r.chain.Name
 		if !w.r.end {
 			// The rule's text is formatted once per compiled rule and
 			// kept, so a decided packet costs no allocation.
-			s.Rule, s.Text = int(w.r.num), w.r.traceText()
+			t := w.r.trace()
+			s.Rule, s.Text, s.Placeholder = int(w.r.num), t.text, t.placeholder
 		}
 	}
 }
@@ -167,8 +171,8 @@ func (h *Host) traceStep(c *evalCtx, r *crule, action string) {
 	}
 	s := Step{Hook: c.hook, Table: c.table, Chain: r.chain.Name, Action: action}
 	if !r.end {
-		s.Rule = int(r.num)
-		s.Text = r.traceText()
+		t := r.trace()
+		s.Rule, s.Text, s.Placeholder = int(r.num), t.text, t.placeholder
 	} else {
 		s.Chain = hookChainName(c.hook)
 	}

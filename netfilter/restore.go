@@ -15,6 +15,11 @@ type RestoreOptions struct {
 	NoFlush bool
 	// Counters applies the [PKTS:BYTES] counters of the input (-c).
 	Counters bool
+	// Lenient, when not LenientOff, loads a rule using a match or target
+	// module packetwalk does not know or model as a placeholder that never
+	// or always matches, printed back as given; Ruleset.Placeholders lists
+	// them with their input lines (lenient.go).
+	Lenient Lenient
 }
 
 // Restore applies iptables-restore input to the ruleset. Like the kernel,
@@ -39,7 +44,7 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 		origin  []ruleOrigin // input line of each rule, for load errors
 		lineNo  int
 		args    []string // reused for every line
-		scratch ruleParser
+		scratch = ruleParser{lenient: opt.Lenient}
 		lastA   *Chain // the chain of the last -A line in cur
 	)
 	// One string for the whole input: lines and arguments are substrings
@@ -183,6 +188,9 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 			}
 			for _, r := range cmd.rules {
 				origin = append(origin, ruleOrigin{r, lineNo})
+			}
+			if opt.Lenient != LenientOff {
+				setPlaceholderLines(cmd.rules, lineNo)
 			}
 		}
 	}

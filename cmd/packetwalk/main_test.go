@@ -25,6 +25,11 @@ const (
 	nodeKube = "testdata/node-kube"
 )
 
+// lenientRules use a match and a target packetwalk does not model.
+const lenientRules = "*filter\n:INPUT DROP [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+	"-A INPUT -p tcp -m tcp --dport 22 -m frobnicate --level 3 -j ACCEPT\n" +
+	"-A INPUT -p tcp -j SYNPROXY --mss 1460\n-A INPUT -p tcp -m tcp --dport 80 -j ACCEPT\nCOMMIT\n"
+
 // golden cases run the command in-process; each golden file holds the
 // exit status, stdout and stderr.
 var goldenCases = []struct {
@@ -53,6 +58,10 @@ var goldenCases = []struct {
 			"-A POSTROUTING -s 127.0.0.0/8 -o eth1 -j MASQUERADE\nCOMMIT\n"},
 	{"trace-ipv6", []string{"trace", "--addr", "eth0=fd00::1/64", "--rules6", node1 + "/ip6tables-save", "--format", "xtables",
 		"in=eth0 src=fd00::2 dst=fd00::1 proto=icmpv6", "in=eth0 src=fd00::2 dst=fd00::1 dport=22"}, ""},
+	{"trace-lenient", []string{"trace", "--rules", "-", "--addr", "eth0=10.0.0.1/24", "--lenient", "always-match",
+		"in=eth0 src=10.0.0.2 dst=10.0.0.1 dport=22", "in=eth0 src=10.0.0.2 dst=10.0.0.1 dport=80"}, lenientRules},
+	{"trace-lenient-never", []string{"trace", "--rules", "-", "--addr", "eth0=10.0.0.1/24", "--lenient=never-match", "--format", "json",
+		"in=eth0 src=10.0.0.2 dst=10.0.0.1 dport=22"}, lenientRules},
 	{"save", []string{"save", "--node", node1, "--packets", node1 + "/packets", "-c"}, ""},
 	{"save-table", []string{"save", "--node", node1, "-t", "mangle"}, ""},
 	{"list-S", []string{"list", "--node", node1, "--packets", node1 + "/packets", "-S", "-v"}, ""},
@@ -289,4 +298,17 @@ func TestSplitShortFlags(t *testing.T) {
 	assert.Equal(t, []string{"-n", "-v", "-L", "-t", "nat", "--", "-nv"},
 		splitShortFlags([]string{"-nvL", "-t", "nat", "--", "-nv"}))
 	assert.Equal(t, []string{"-nvq"}, splitShortFlags([]string{"-nvq"}), "unknown letters are left for flag to refuse")
+}
+
+func TestLenientFlagErrors(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"trace", "--rules", "-", "--addr", "eth0=10.0.0.1/24", "in=eth0 src=10.0.0.2 dst=10.0.0.1 dport=22"},
+		strings.NewReader(lenientRules), &out, &errb)
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "packetwalk trace: <stdin>:5: unsupported match \"frobnicate\" at \"-m\" in \"-A INPUT -p tcp -m tcp --dport 22 -m frobnicate --level 3 -j ACCEPT\"\n", errb.String())
+	out.Reset()
+	errb.Reset()
+	code = run([]string{"trace", "--lenient", "sometimes", "dst=10.0.0.1"}, strings.NewReader(""), &out, &errb)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errb.String(), `invalid value "sometimes" for flag -lenient: want never-match, always-match or off`)
 }

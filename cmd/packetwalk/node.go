@@ -35,7 +35,30 @@ type nodeInput struct {
 	sysctls        sysctlMap
 	backend        backendFlag
 	seed           uint64
+	lenient        lenientFlag
 	stdinUsed      bool // "-" may be given to one flag only
+}
+
+// lenientVerb says what a placeholder does.
+func lenientVerb(l netfilter.Lenient) string {
+	if l == netfilter.LenientAlwaysMatch {
+		return "always matches"
+	}
+	return "never matches"
+}
+
+// lenientFlag is --lenient never-match|always-match|off.
+type lenientFlag struct{ v netfilter.Lenient }
+
+func (l *lenientFlag) String() string { return l.v.String() }
+
+func (l *lenientFlag) Set(s string) error {
+	v, err := netfilter.ParseLenient(s)
+	if err != nil {
+		return fmt.Errorf("want never-match, always-match or off")
+	}
+	l.v = v
+	return nil
 }
 
 // nodeFlagsHelp ends the help of subcommands that take node input.
@@ -66,6 +89,7 @@ func (n *nodeInput) register(fs *flag.FlagSet) {
 	fs.Var(&n.sysctls, "sysctl", "kernel setting `KEY=VALUE` (repeatable): net.ipv4.ip_forward, net.ipv4.conf.all.route_localnet (0: 127.0.0.0/8 is a martian off lo), net.netfilter.nf_conntrack_tcp_loose (0: no mid-stream TCP pickup); all 1 by default as on a Kubernetes node")
 	fs.Var(&n.backend, "backend", "iptables flavour `nft|legacy`")
 	fs.Uint64Var(&n.seed, "seed", 0, "seed `N` of the random source (statistic, NAT ports)")
+	fs.Var(&n.lenient, "lenient", "`MODE` never-match or always-match: load a rule whose match or target module packetwalk does not model as a placeholder that never or always matches, reported on stderr; off refuses such rules")
 }
 
 // node is a built host with what the subcommands need to know about it.
@@ -77,6 +101,9 @@ type node struct {
 	only6 bool
 	// sysctls are the effective kernel settings.
 	sysctls map[string]int
+	// placeholders report the rules --lenient loaded as placeholders,
+	// one line each ("FILE:LINE: ...").
+	placeholders []string
 }
 
 // sysctlDefaults are the settings packetwalk knows, with a Kubernetes
@@ -321,11 +348,19 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		if err != nil {
 			return err
 		}
-		if err := h.Restore(f, data, netfilter.RestoreOptions{Counters: true}); err != nil {
+		if err := h.Restore(f, data, netfilter.RestoreOptions{Counters: true, Lenient: n.lenient.v}); err != nil {
 			if m := missingNFAcct(displayName(file), err); m != nil {
 				return m
 			}
 			return &inputError{file: displayName(file), err: err}
+		}
+		for _, p := range h.Placeholders(f) {
+			opt := "-m "
+			if p.Target {
+				opt = "-j "
+			}
+			nd.placeholders = append(nd.placeholders, fmt.Sprintf("%s:%d: %s%s not modelled: loaded as a placeholder that %s (%s %s rule %d)",
+				displayName(file), p.Line, opt, p.Module, lenientVerb(n.lenient.v), p.Table, p.Chain, p.Rule))
 		}
 		return nil
 	}

@@ -51,6 +51,8 @@ type jsonStep struct {
 	Rule   int    `json:"rule"`
 	Text   string `json:"text"`
 	Action string `json:"action"`
+	// Placeholder marks a rule --lenient loaded without modelling it.
+	Placeholder bool `json:"placeholder,omitempty"`
 }
 
 type jsonResult struct {
@@ -150,7 +152,7 @@ func resultJSON(o outcome) jsonResult {
 		}
 		j.Trace = append(j.Trace, jsonStep{
 			Hook: s.Hook.String(), Table: s.Table.String(), Chain: s.Chain,
-			Rule: s.Rule, Text: s.Text, Action: s.Action,
+			Rule: s.Rule, Text: s.Text, Action: s.Action, Placeholder: s.Placeholder,
 		})
 	}
 	return j
@@ -234,7 +236,11 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 			if s.Rule > 0 {
 				rule = "#" + strconv.Itoa(s.Rule)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", s.Hook, s.Table, s.Chain, rule, s.Action, s.Text)
+			text := s.Text
+			if s.Placeholder {
+				text += "  [placeholder: not modelled]"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", s.Hook, s.Table, s.Chain, rule, s.Action, text)
 		}
 		if res.Disposition == netfilter.Delivered || res.Disposition == netfilter.Forwarded {
 			route()

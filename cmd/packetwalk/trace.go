@@ -103,7 +103,14 @@ func runTrace(c *cmdEnv, args []string) error {
 
 // buildNode builds the host and reports snapshot files it had to ignore.
 func (c *cmdEnv) buildNode(ni *nodeInput) (*node, error) {
-	return ni.build(c.stdin)
+	nd, err := ni.build(c.stdin)
+	if err == nil {
+		// Each rule --lenient loaded without modelling it is reported.
+		for _, l := range nd.placeholders {
+			fmt.Fprintf(c.stderr, "%s: %s\n", c.name, l)
+		}
+	}
+	return nd, err
 }
 
 // collectSpecs parses --packets FILE and then the packet arguments.

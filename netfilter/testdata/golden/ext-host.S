@@ -1,0 +1,33 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -m rpfilter --invert
+-A PREROUTING -m socket --transparent -j MARK --set-xmark 0x1/0xffffffff
+-A PREROUTING -m socket --nowildcard
+-A PREROUTING -m socket --restore-skmark
+-A PREROUTING -p tcp -m osf ! --genre Windows --ttl 2
+-A INPUT -m socket
+-A POSTROUTING -m policy --dir out --pol none
+-A POSTROUTING -m policy --dir out --pol ipsec --proto ipcomp --mode tunnel --tunnel-src 10.1.0.0/16
+# table raw
+-P PREROUTING ACCEPT
+-P OUTPUT ACCEPT
+-A PREROUTING -m rpfilter -j ACCEPT
+-A PREROUTING -m rpfilter --loose --validmark --accept-local --invert -j DROP
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A INPUT -m policy --dir in --pol none -j ACCEPT
+-A INPUT -m policy --dir in --pol ipsec --strict --reqid 1 --spi 0x100 --proto esp --mode tunnel --tunnel-dst 10.0.0.2 --tunnel-src 10.0.0.1 --next --reqid 2 -j ACCEPT
+-A INPUT -m policy --dir in --pol ipsec --reqid 7 --spi 0x5 --proto ah --mode transport
+-A INPUT -m policy --dir in --pol ipsec ! --reqid 7 ! --spi 0x5 ! --proto esp ! --mode transport ! --tunnel-dst 1.2.3.4 ! --tunnel-src 1.2.3.0/24
+-A INPUT -m policy --dir in --pol none
+-A INPUT -m policy --dir in --pol ipsec
+-A INPUT -m socket --transparent --nowildcard --restore-skmark -j ACCEPT
+-A INPUT -p tcp -m osf --genre Linux --ttl 1 --log 1 -j ACCEPT
+-A INPUT -p tcp -m osf --genre Linux --log 0
+-A FORWARD -m policy --dir out --pol ipsec --strict --proto esp --next --proto ah --next --mode tunnel --next --spi 0x1

@@ -1,0 +1,37 @@
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A INPUT -p tcp -m tcp --dport 22 -m hashlimit --hashlimit-upto 5/min --hashlimit-burst 10 --hashlimit-mode srcip --hashlimit-name ssh -j ACCEPT
+-A INPUT -m hashlimit --hashlimit-above 100/sec --hashlimit-burst 5 --hashlimit-name h2 -j DROP
+-A INPUT -m hashlimit --hashlimit-upto 10/sec --hashlimit-burst 5 --hashlimit-mode srcip,dstport --hashlimit-name h3 --hashlimit-htable-size 1024 --hashlimit-htable-max 2048 --hashlimit-htable-gcinterval 500 --hashlimit-htable-expire 30000 --hashlimit-srcmask 24 -j ACCEPT
+-A INPUT -m hashlimit --hashlimit-above 1mb/s --hashlimit-burst 2mb --hashlimit-mode dstip --hashlimit-name bytes -j DROP
+-A INPUT -m hashlimit --hashlimit-upto 100kb/s --hashlimit-name b2 --hashlimit-rate-match --hashlimit-rate-interval 5 -j ACCEPT
+-A INPUT -m hashlimit --hashlimit-upto 5/sec --hashlimit-burst 5 --hashlimit-name rm --hashlimit-htable-expire 60000 --hashlimit-rate-match --hashlimit-rate-interval 60
+-A INPUT -m hashlimit --hashlimit-upto 1/sec --hashlimit-burst 5 --hashlimit-name x60 --hashlimit-htable-expire 60000
+-A INPUT -m hashlimit --hashlimit-upto 5/hour --hashlimit-burst 5 --hashlimit-mode srcip,srcport,dstip --hashlimit-name inv --hashlimit-srcmask 0 --hashlimit-dstmask 8
+-A INPUT -m hashlimit --hashlimit-upto 512b/s --hashlimit-burst 3kb --hashlimit-name small
+-A INPUT -m hashlimit --hashlimit-upto 3/day --hashlimit-burst 1000000 --hashlimit-name day
+-A INPUT -m hashlimit --hashlimit-upto 1000kb/s --hashlimit-name odd
+-A INPUT -m connlimit --connlimit-above 10 --connlimit-mask 32 --connlimit-saddr -j REJECT --reject-with icmp-port-unreachable
+-A INPUT -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m connlimit --connlimit-upto 5 --connlimit-mask 24 --connlimit-daddr -j ACCEPT
+-A INPUT -m connlimit --connlimit-above 3 --connlimit-mask 32 --connlimit-saddr -j DROP
+-A INPUT -m connlimit --connlimit-upto 16 --connlimit-mask 0 --connlimit-saddr
+-A INPUT -m connlimit --connlimit-above 2 --connlimit-mask 32 --connlimit-saddr
+-A INPUT -m quota --quota 1000 -j ACCEPT
+-A INPUT -m quota ! --quota 5 -j DROP
+-A INPUT -m quota --quota 18446744073709551615
+-A INPUT -m time --timestart 09:00:00 --timestop 17:00:00 --weekdays Mon,Tue,Wed --datestop 2038-01-19T03:14:07 -j ACCEPT
+-A INPUT -m time --monthdays 1,15 --datestart 2024-01-01T00:00:00 --datestop 2030-12-31T23:59:59 --kerneltz -j ACCEPT
+-A INPUT -m time --timestart 22:00:00 --timestop 06:00:00 --datestop 2038-01-19T03:14:07 --contiguous -j DROP
+-A INPUT -m time --weekdays Mon,Tue,Wed,Thu,Fri --datestop 2038-01-19T03:14:07 -j ACCEPT
+-A INPUT -m time --datestop 2038-01-19T03:14:07
+-A INPUT -m time --timestart 01:02:00 --timestop 23:59:59 --datestop 2038-01-19T03:14:07 --kerneltz
+-A INPUT -m time --datestart 2020-01-01T00:00:00 --datestop 2021-02-01T00:00:00
+-A INPUT -m time --datestop 2038-01-19T03:14:08
+-A INPUT -m time --monthdays 3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30 --datestop 2038-01-19T03:14:07
+-A INPUT -m time --monthdays 1,11,12,13,22,23,31 --weekdays Mon,Thu,Sun --datestop 2038-01-19T03:14:07
+-A INPUT -m hashlimit --hashlimit-upto 5/sec --hashlimit-burst 5 --hashlimit-name bu1
+-A INPUT -m hashlimit --hashlimit-upto 5/sec --hashlimit-burst 16 --hashlimit-name bu2
+-A INPUT -m hashlimit --hashlimit-upto 5/sec --hashlimit-burst 8 --hashlimit-name bu3
+-A INPUT -m hashlimit --hashlimit-upto 5/sec --hashlimit-burst 2048 --hashlimit-name bu4
