@@ -192,21 +192,6 @@ type knownClass struct {
 	in func(c gCase) bool
 }
 
-var (
-	reRange       = regexp.MustCompile(`^([0-9a-zA-Z]*):([0-9a-zA-Z]*)$`)
-	reDottedMask  = regexp.MustCompile(`/(\d+)\.(\d+)\.(\d+)\.(\d+)(,|$)`)
-	reProto       = regexp.MustCompile(`(?:^| )(?:-p|--pr[a-z]*) ([A-Za-z0-9-]+)`)
-	reModuleToken = regexp.MustCompile(`(?:^| )(?:-m|--m[a-z]*) ([a-z0-9]+)`)
-)
-
-// moduleOptions are option names two registered modules share; a rule
-// loading two of the modules that carry one sees the option-ownership
-// class.
-var sharedOptionModules = [][]string{
-	{"mark", "connmark"},
-	{"tcp", "udp", "udplite", "sctp"},
-}
-
 // foundElsewhere are divergence classes this test found whose fix belongs
 // in the rule parser, validation or the listings (netfilter/parse_rule.go,
 // validate.go, list.go), files other branches are changing: they are left
