@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -188,11 +189,11 @@ func TestLookup(t *testing.T) {
 		k  Key
 		in bool
 	}{
-		{Key{Addr: a, Proto: protoICMP, Port: ICMPPort(8, 0)}, true},
-		{Key{Addr: a, Proto: protoICMP, Port: ICMPPort(0, 0)}, false},
+		{Key{Addr: a, Proto: inet.ICMP, Port: ICMPPort(8, 0)}, true},
+		{Key{Addr: a, Proto: inet.ICMP, Port: ICMPPort(0, 0)}, false},
 		{Key{Addr: a, Proto: 47, Port: 1234}, true},
-		{Key{Addr: a, Proto: protoUDP, Port: 53}, true},
-		{Key{Addr: a, Proto: protoTCP, Port: 53}, false},
+		{Key{Addr: a, Proto: inet.UDP, Port: 53}, true},
+		{Key{Addr: a, Proto: inet.TCP, Port: 53}, false},
 	} {
 		m, _ := p.Lookup(tc.k, now)
 		assert.Equal(t, tc.in, m, "%+v", tc.k)
@@ -220,7 +221,7 @@ func TestLookup(t *testing.T) {
 func TestSetTarget(t *testing.T) {
 	r, c := restoreText(t, "create S hash:ip,port timeout 60\n")
 	s := r.Get("S")
-	k := Key{Addr: netip.MustParseAddr("10.0.0.1"), Proto: protoTCP, Port: 80}
+	k := Key{Addr: netip.MustParseAddr("10.0.0.1"), Proto: inet.TCP, Port: 80}
 	require.NoError(t, s.AddKey(k, 10, false))
 	assert.ErrorIs(t, s.AddKey(k, 10, false), ErrExists)
 	require.NoError(t, s.AddKey(k, 20, true), "-exist refreshes the timeout")

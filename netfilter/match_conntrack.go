@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // CTState is a set of connection-tracking states as -m conntrack --ctstate
@@ -94,7 +95,7 @@ type ctInfo struct {
 // ConntrackMatch is "-m conntrack". Fields left zero are not tested.
 type ConntrackMatch struct {
 	State                    CTState
-	Proto                    uint8
+	Proto                    inet.Proto
 	OrigSrc, OrigDst         netip.Prefix
 	ReplSrc, ReplDst         netip.Prefix
 	OrigSrcPort, OrigDstPort PortRange
@@ -184,7 +185,7 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 			return bad("states INVALID, NEW, RELATED, ESTABLISHED, UNTRACKED, SNAT, DNAT")
 		}
 	case "ctproto":
-		p, ok := parseProto(strings.ToLower(v))
+		p, ok := inet.ParseProto(strings.ToLower(v))
 		if !ok || p == 0 {
 			return bad("a protocol name or number")
 		}

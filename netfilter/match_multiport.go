@@ -48,13 +48,13 @@ type multiportBuilder struct {
 // multiportProto returns the rule's protocol name for service lookups, or
 // iptables' complaint when the protocol carries no ports.
 func multiportProto(c *ruleCtx) (string, error) {
-	if c.ip.InvProto || (c.ip.Proto != 0 && !hasPorts(c.ip.Proto)) {
+	if c.ip.InvProto || (c.ip.Proto != 0 && !c.ip.Proto.HasPorts()) {
 		return "", fmt.Errorf("%w: multiport only works with TCP, UDP, UDPLITE, SCTP and DCCP", ErrNotAllowed)
 	}
 	if c.ip.Proto == 0 {
 		return "", fmt.Errorf("%w: multiport needs \"-p tcp\", \"-p udp\", \"-p udplite\", \"-p sctp\" or \"-p dccp\"", ErrNotAllowed)
 	}
-	return protoName(c.ip.Proto), nil
+	return c.ip.Proto.String(), nil
 }
 
 func (b *multiportBuilder) set(c *ruleCtx, opt string, inv bool, args []string) error {

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -43,7 +44,7 @@ func TestNFAcctMatchCountsIntoItsObject(t *testing.T) {
 	assert.ErrorIs(t, h.Restore(IPv4, rules, RestoreOptions{}), ErrNoSuchNFAcct)
 	require.NoError(t, h.AddNFAcct("localhost_nps_accepted_pkts"))
 	require.NoError(t, h.Restore(IPv4, rules, RestoreOptions{}))
-	res := h.Receive("eth0", Packet{Proto: ProtoUDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("192.168.10.1"), SrcPort: 1, DstPort: 7, TTL: 64, Length: 28})
+	res := h.Receive("eth0", Packet{Proto: inet.UDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("192.168.10.1"), SrcPort: 1, DstPort: 7, TTL: 64, Length: 28})
 	assert.Equal(t, Dropped, res.Disposition)
 	c, ok := h.NFAcct("localhost_nps_accepted_pkts")
 	require.True(t, ok)

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"strings"
 )
 
@@ -306,7 +307,7 @@ func (ct *SCTPChunkTest) matchChunks(chunks []SCTPChunk) (matched, ok bool) {
 }
 
 func (m *SCTPMatch) done(c *ruleCtx) (any, error) {
-	if err := needProto(c, "sctp", ProtoSCTP); err != nil {
+	if err := needProto(c, "sctp", inet.SCTP); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"strconv"
 	"strings"
 )
@@ -83,7 +84,7 @@ type TCPMatch struct {
 	InvSrcPorts, InvDstPorts bool
 	// FlagsMask and FlagsCmp test (flags & FlagsMask) == FlagsCmp when
 	// FlagsMask is not zero (--tcp-flags, --syn).
-	FlagsMask, FlagsCmp TCPFlags
+	FlagsMask, FlagsCmp inet.TCPFlags
 	InvFlags            bool
 	// Option, when HasOption is set, is a TCP option kind that must be
 	// present (--tcp-option).
@@ -159,11 +160,11 @@ func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 		}
 		m.InvFlags = inv
 		if opt == "syn" {
-			m.FlagsMask, m.FlagsCmp = FIN|SYN|RST|ACK, SYN
+			m.FlagsMask, m.FlagsCmp = inet.FIN|inet.SYN|inet.RST|inet.ACK, inet.SYN
 			return nil
 		}
-		mask, ok1 := parseTCPFlags(args[0])
-		cmp, ok2 := parseTCPFlags(args[1])
+		mask, ok1 := inet.ParseTCPFlags(args[0])
+		cmp, ok2 := inet.ParseTCPFlags(args[1])
 		if !ok1 || !ok2 {
 			return badValue("tcp", "--tcp-flags", args[0]+" "+args[1], "flag lists such as SYN,ACK,FIN,RST,URG,PSH,ALL,NONE")
 		}
@@ -181,31 +182,8 @@ func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	return nil
 }
 
-func parseTCPFlags(s string) (TCPFlags, bool) {
-	var f TCPFlags
-	for _, part := range strings.Split(s, ",") {
-		switch strings.ToUpper(part) {
-		case "ALL":
-			f |= FIN | SYN | RST | PSH | ACK | URG
-		case "NONE":
-		default:
-			found := false
-			for _, n := range tcpFlagNames {
-				if n.name == strings.ToUpper(part) {
-					f |= n.f
-					found = true
-				}
-			}
-			if !found {
-				return 0, false
-			}
-		}
-	}
-	return f, true
-}
-
 func (m *TCPMatch) done(c *ruleCtx) (any, error) {
-	if err := needProto(c, "tcp", ProtoTCP); err != nil {
+	if err := needProto(c, "tcp", inet.TCP); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -220,9 +198,9 @@ func (m *UDPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 }
 
 func (m *UDPMatch) done(c *ruleCtx) (any, error) {
-	p := ProtoUDP
+	p := inet.UDP
 	if m.lite {
-		p = ProtoUDPLite
+		p = inet.UDPLite
 	}
 	if err := needProto(c, m.Module(), p); err != nil {
 		return nil, err
@@ -232,9 +210,9 @@ func (m *UDPMatch) done(c *ruleCtx) (any, error) {
 
 // needProto refuses a protocol match on a rule whose -p is another
 // protocol, as the kernel's checkentry does.
-func needProto(c *ruleCtx, mod string, p uint8) error {
+func needProto(c *ruleCtx, mod string, p inet.Proto) error {
 	if c.ip.Proto != p || c.ip.InvProto {
-		return fmt.Errorf("%w: %s match needs \"-p %s\"", ErrNotAllowed, mod, protoName(p))
+		return fmt.Errorf("%w: %s match needs \"-p %s\"", ErrNotAllowed, mod, p.String())
 	}
 	return nil
 }

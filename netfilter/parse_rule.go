@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -458,7 +459,7 @@ func (p *ruleParser) setProto(inv bool, v string) error {
 	if err := p.once("-p"); err != nil {
 		return err
 	}
-	proto, ok := parseProto(strings.ToLower(v))
+	proto, ok := inet.ParseProto(strings.ToLower(v))
 	if !ok {
 		return fmt.Errorf("%w: unknown protocol %q specified", ErrBadValue, v)
 	}
@@ -618,19 +619,19 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 }
 
 // protoModule names the match an implicit -p loads.
-func protoModule(p uint8) string {
+func protoModule(p inet.Proto) string {
 	switch p {
-	case ProtoTCP:
+	case inet.TCP:
 		return "tcp"
-	case ProtoUDP:
+	case inet.UDP:
 		return "udp"
-	case ProtoICMP:
+	case inet.ICMP:
 		return "icmp"
-	case ProtoICMPv6:
+	case inet.ICMPv6:
 		return "icmp6"
-	case ProtoSCTP:
+	case inet.SCTP:
 		return "sctp"
-	case ProtoUDPLite:
+	case inet.UDPLite:
 		return "udplite"
 	}
 	return ""

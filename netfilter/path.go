@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Verdict is the fate netfilter gave a packet.
@@ -428,18 +429,18 @@ func fillFacts(f *conntrack.Facts, p *Packet) {
 	f.Src, f.Dst, f.Proto, f.Zone = p.Src, p.Dst, p.Proto, 0
 	f.SrcPort, f.DstPort, f.ICMPType, f.ICMPCode = 0, 0, 0, 0
 	switch {
-	case hasPorts(p.Proto):
+	case p.Proto.HasPorts():
 		f.SrcPort, f.DstPort = p.SrcPort, p.DstPort
-	case p.Proto == ProtoICMP || p.Proto == ProtoICMPv6:
+	case p.Proto == inet.ICMP || p.Proto == inet.ICMPv6:
 		f.SrcPort, f.ICMPType, f.ICMPCode = p.ICMPID, p.ICMPType, p.ICMPCode
 	}
-	f.TCPFlags, f.Len = uint8(p.TCPFlags), p.Length
+	f.TCPFlags, f.Len = p.TCPFlags, p.Length
 	if conntrack.IsICMPError(p.Proto, p.ICMPType) {
 		f.Inner = innerTuple(&p.Inner)
 	} else if f.Inner.Proto != 0 || f.Inner.Src.IsValid() {
 		f.Inner = conntrack.Tuple{}
 	}
-	if p.Proto != ProtoTCP {
+	if p.Proto != inet.TCP {
 		f.Seq, f.Ack, f.Window, f.PayloadLen = 0, 0, 0, 0
 		f.HasOptions, f.WScale, f.HasWScale, f.SACKPerm, f.SACKEnd, f.HasSACK = false, 0, false, false, 0, false
 		return
@@ -467,9 +468,9 @@ func fillFacts(f *conntrack.Facts, p *Packet) {
 func innerTuple(in *InnerHeader) conntrack.Tuple {
 	t := conntrack.Tuple{Src: in.Src, Dst: in.Dst, Proto: in.Proto}
 	switch {
-	case hasPorts(in.Proto):
+	case in.Proto.HasPorts():
 		t.SrcPort, t.DstPort = in.SrcPort, in.DstPort
-	case in.Proto == ProtoICMP || in.Proto == ProtoICMPv6:
+	case in.Proto == inet.ICMP || in.Proto == inet.ICMPv6:
 		t.SrcPort, t.ICMPType, t.ICMPCode = in.ICMPID, in.ICMPType, in.ICMPCode
 	}
 	return t

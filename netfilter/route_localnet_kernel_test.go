@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
@@ -114,7 +115,7 @@ func TestRouteLocalnetKernel(t *testing.T) {
 				require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0))
 				require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
 				require.NoError(t, h.Restore(IPv4, []byte(localnetRules), RestoreOptions{}))
-				p := Packet{Proto: ProtoTCP, Src: spec.Src, Dst: spec.Dst, SrcPort: 40000, DstPort: tc.dport, TCPFlags: SYN, TTL: 64, Length: 40}
+				p := Packet{Proto: inet.TCP, Src: spec.Src, Dst: spec.Dst, SrcPort: 40000, DstPort: tc.dport, TCPFlags: inet.SYN, TTL: 64, Length: 40}
 				var res Result
 				if tc.local {
 					res = h.Send(p)

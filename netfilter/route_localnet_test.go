@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,7 +59,7 @@ func TestRouteLocalnet(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := localnetHost(t, tc.noLocalnet)
-			p := Packet{Proto: ProtoTCP, Dst: a(tc.dst), SrcPort: 40000, DstPort: tc.dport, TCPFlags: SYN, TTL: 64, Length: 40}
+			p := Packet{Proto: inet.TCP, Dst: a(tc.dst), SrcPort: 40000, DstPort: tc.dport, TCPFlags: inet.SYN, TTL: 64, Length: 40}
 			if tc.src != "" {
 				p.Src = a(tc.src)
 			}
@@ -81,8 +82,8 @@ func TestRouteLocalnet(t *testing.T) {
 // as in the kernel (TestRouteLocalnetKernel).
 func TestRouteLocalnetCounters(t *testing.T) {
 	h := localnetHost(t, true)
-	res := h.Send(Packet{Proto: ProtoTCP, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"),
-		SrcPort: 40000, DstPort: 30020, TCPFlags: SYN, TTL: 64, Length: 40})
+	res := h.Send(Packet{Proto: inet.TCP, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"),
+		SrcPort: 40000, DstPort: 30020, TCPFlags: inet.SYN, TTL: 64, Length: 40})
 	require.Equal(t, "invalid source", res.Reason)
 	// The DNAT happened before the drop.
 	assert.Equal(t, netip.MustParseAddr("10.244.1.5"), res.Packet.Dst)
@@ -121,7 +122,7 @@ COMMIT
 			fmt.Println(err)
 			return
 		}
-		res := h.Send(Packet{Proto: ProtoTCP, Dst: netip.MustParseAddr("127.0.0.1"), SrcPort: 40000, DstPort: 30020, TCPFlags: SYN, TTL: 64})
+		res := h.Send(Packet{Proto: inet.TCP, Dst: netip.MustParseAddr("127.0.0.1"), SrcPort: 40000, DstPort: 30020, TCPFlags: inet.SYN, TTL: 64})
 		localnet := 1
 		if off {
 			localnet = 0

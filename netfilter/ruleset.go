@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"slices"
 	"strings"
@@ -279,7 +280,7 @@ type IPSpec struct {
 	InvSrc, InvDst bool
 	In, Out        string // interface names; a trailing '+' is a prefix wildcard
 	InvIn, InvOut  bool
-	Proto          uint8 // 0: any protocol
+	Proto          inet.Proto // 0: any protocol
 	InvProto       bool
 	Fragment       Fragment
 }

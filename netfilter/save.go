@@ -127,7 +127,7 @@ func (r *Rule) appendSpec(b []byte, cnt *Counters) []byte {
 	if ip.Proto != 0 {
 		b = appendNot(b, ip.InvProto)
 		b = append(b, " -p "...)
-		b = append(b, protoName(ip.Proto)...)
+		b = append(b, ip.Proto.String()...)
 	}
 	switch ip.Fragment {
 	case OnlyFragments:

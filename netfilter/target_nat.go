@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -85,9 +86,9 @@ func errNATNeedsProto(mod string) error {
 // is mapped like a port).
 func natProtoHasPorts(c *ruleCtx) bool {
 	switch c.ip.Proto {
-	case ProtoTCP, ProtoUDP, ProtoSCTP, 33: // dccp
+	case inet.TCP, inet.UDP, inet.SCTP, 33: // dccp
 		return true
-	case ProtoICMP:
+	case inet.ICMP:
 		return c.family == IPv4
 	}
 	return false

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"pgregory.net/rapid"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/probability"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
@@ -53,12 +54,12 @@ func TestPacketsStayInOptions(t *testing.T) {
 				require.True(t, src.Contains(p.Src), p.Src)
 				require.True(t, dst.Contains(p.Dst), p.Dst)
 				switch p.Proto {
-				case netfilter.ProtoTCP, netfilter.ProtoUDP, netfilter.ProtoSCTP:
+				case inet.TCP, inet.UDP, inet.SCTP:
 					require.Contains(t, opts.Ports, p.DstPort)
 					require.GreaterOrEqual(t, p.SrcPort, uint16(1024))
-				case netfilter.ProtoICMP:
+				case inet.ICMP:
 					require.Equal(t, netfilter.IPv4, fam)
-				case netfilter.ProtoICMPv6:
+				case inet.ICMPv6:
 					require.Equal(t, netfilter.IPv6, fam)
 				default:
 					t.Fatalf("protocol %d", p.Proto)
@@ -120,9 +121,9 @@ func TestServicesEndpointsFair(t *testing.T) {
 				Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr(svc.Spec.ClusterIP),
 				SrcPort: 40000, DstPort: uint16(sp.Port), TTL: 64, Length: 60}
 			switch p.Proto {
-			case netfilter.ProtoTCP:
-				p.TCPFlags = netfilter.SYN
-			case netfilter.ProtoSCTP:
+			case inet.TCP:
+				p.TCPFlags = inet.SYN
+			case inet.SCTP:
 				p.SCTPChunks[0], p.NumSCTPChunks = netfilter.SCTPChunk{Type: 1}, 1
 			}
 			outs, err := h.Explain("eth0", p)
@@ -174,8 +175,8 @@ func chosen(es []discoveryv1.EndpointSlice, sp corev1.ServicePort) []netip.AddrP
 	return fallback
 }
 
-func protoNumber(p corev1.Protocol) uint8 {
-	return map[corev1.Protocol]uint8{corev1.ProtocolTCP: netfilter.ProtoTCP, corev1.ProtocolUDP: netfilter.ProtoUDP, corev1.ProtocolSCTP: netfilter.ProtoSCTP}[p]
+func protoNumber(p corev1.Protocol) inet.Proto {
+	return map[corev1.Protocol]inet.Proto{corev1.ProtocolTCP: inet.TCP, corev1.ProtocolUDP: inet.UDP, corev1.ProtocolSCTP: inet.SCTP}[p]
 }
 
 // TestExactFilterCascade: two random rules in a filter chain give exact
@@ -191,8 +192,8 @@ func TestExactFilterCascade(t *testing.T) {
 -A INPUT -p tcp -m statistic --mode random --probability 0.1 -j REJECT
 COMMIT
 `), netfilter.RestoreOptions{}))
-	p := netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP, Src: netip.MustParseAddr("10.1.2.3"),
-		Dst: netip.MustParseAddr("10.0.0.1"), SrcPort: 5555, DstPort: 22, TCPFlags: netfilter.SYN, TTL: 64, Length: 40}
+	p := netfilter.Packet{Family: netfilter.IPv4, Proto: inet.TCP, Src: netip.MustParseAddr("10.1.2.3"),
+		Dst: netip.MustParseAddr("10.0.0.1"), SrcPort: 5555, DstPort: 22, TCPFlags: inet.SYN, TTL: 64, Length: 40}
 	outs, err := h.Explain("eth0", p)
 	require.NoError(t, err)
 	// 0.1 is stored as lround(0.1·2^31) = 214748365.
@@ -231,11 +232,11 @@ func TestPolicyServicesLoad(t *testing.T) {
 				}
 				sp := svc.Spec.Ports[0]
 				p := netfilter.Packet{Family: fam, Proto: protoNumber(sp.Protocol), Src: netip.MustParseAddr(src),
-					Dst: netip.MustParseAddr(svc.Spec.ClusterIP), SrcPort: 40000, DstPort: uint16(sp.Port), TCPFlags: netfilter.SYN, TTL: 64, Length: 80}
-				if p.Proto != netfilter.ProtoTCP {
+					Dst: netip.MustParseAddr(svc.Spec.ClusterIP), SrcPort: 40000, DstPort: uint16(sp.Port), TCPFlags: inet.SYN, TTL: 64, Length: 80}
+				if p.Proto != inet.TCP {
 					p.TCPFlags = 0
 				}
-				if p.Proto == netfilter.ProtoSCTP {
+				if p.Proto == inet.SCTP {
 					p.SCTPChunks[0], p.NumSCTPChunks = netfilter.SCTPChunk{Type: 1}, 1
 				}
 				outs, err := h.Explain("eth0", p)

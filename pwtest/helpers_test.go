@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/probability"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
@@ -81,9 +82,9 @@ func webWant(n int) map[netip.AddrPort]*big.Rat {
 // client returns the i-th new TCP connection from 192.168.10.2 to the
 // service.
 func client(i int) netfilter.Packet {
-	return netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP,
+	return netfilter.Packet{Family: netfilter.IPv4, Proto: inet.TCP,
 		Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("10.96.0.10"),
-		SrcPort: uint16(1024 + i%60000), DstPort: 80, TCPFlags: netfilter.SYN, TTL: 64, Length: 60}
+		SrcPort: uint16(1024 + i%60000), DstPort: 80, TCPFlags: inet.SYN, TTL: 64, Length: 60}
 }
 
 // recorder is an assert.TestingT that keeps the failure messages.

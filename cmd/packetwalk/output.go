@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -89,16 +90,16 @@ func packetJSON(p netfilter.Packet) jsonPacket {
 		TTL:   p.TTL,
 		Len:   p.Length,
 	}
-	if hasPorts(p.Proto) {
+	if p.Proto.HasPorts() {
 		sp, dp := p.SrcPort, p.DstPort
 		j.Sport, j.Dport = &sp, &dp
 	}
-	if p.Proto == netfilter.ProtoTCP {
+	if p.Proto == inet.TCP {
 		j.Flags = strPtr(flagString(p.TCPFlags))
 		seq, ack, win := p.Seq, p.Ack, p.Window
 		j.Seq, j.Ack, j.Win = &seq, &ack, &win
 	}
-	if isICMP(p.Proto) {
+	if p.Proto.IsICMP() {
 		t, c, id := p.ICMPType, p.ICMPCode, p.ICMPID
 		j.Type, j.Code, j.ID = &t, &c, &id
 	}
@@ -110,10 +111,10 @@ func packetJSON(p netfilter.Packet) jsonPacket {
 // nf_send_reset, the answer to a segment with ACK has its ack number as
 // sequence, the answer to one without acknowledges all it occupied.
 func resetNumbers(e *netfilter.Packet, dropped netfilter.Packet) {
-	if e.Proto != netfilter.ProtoTCP || e.TCPFlags&netfilter.RST == 0 || e.Seq != 0 || e.Ack != 0 {
+	if e.Proto != inet.TCP || e.TCPFlags&inet.RST == 0 || e.Seq != 0 || e.Ack != 0 {
 		return
 	}
-	if dropped.TCPFlags&netfilter.ACK != 0 {
+	if dropped.TCPFlags&inet.ACK != 0 {
 		e.Seq = dropped.Ack
 		return
 	}
@@ -177,7 +178,7 @@ func describe(p netfilter.Packet) string {
 		if !a.IsValid() {
 			return "?"
 		}
-		if hasPorts(p.Proto) {
+		if p.Proto.HasPorts() {
 			return netip.AddrPortFrom(a, port).String()
 		}
 		return a.String()
@@ -186,9 +187,9 @@ func describe(p netfilter.Packet) string {
 	b.WriteString(" > ")
 	b.WriteString(ep(p.Dst, p.DstPort))
 	switch {
-	case p.Proto == netfilter.ProtoTCP:
+	case p.Proto == inet.TCP:
 		b.WriteString(" flags=" + flagString(p.TCPFlags))
-	case isICMP(p.Proto):
+	case p.Proto.IsICMP():
 		fmt.Fprintf(&b, " type=%d code=%d id=%d", p.ICMPType, p.ICMPCode, p.ICMPID)
 	}
 	if p.Mark != 0 {
@@ -370,14 +371,14 @@ func appendXPacket(b *bytes.Buffer, fam int, id uint32, p netfilter.Packet) {
 			fmt.Fprintf(b, "FRAG:%d ", p.FragOffset)
 		}
 	}
-	if hasPorts(p.Proto) || p.Proto == 33 {
+	if p.Proto.HasPorts() {
 		fmt.Fprintf(b, "SPORT=%d DPORT=%d ", p.SrcPort, p.DstPort)
 	}
-	if p.Proto == netfilter.ProtoTCP {
+	if p.Proto == inet.TCP {
 		for _, f := range []struct {
-			f    netfilter.TCPFlags
+			f    inet.TCPFlags
 			name string
-		}{{netfilter.SYN, "SYN"}, {netfilter.ACK, "ACK"}, {netfilter.FIN, "FIN"}, {netfilter.RST, "RST"}, {netfilter.PSH, "PSH"}, {netfilter.URG, "URG"}} {
+		}{{inet.SYN, "SYN"}, {inet.ACK, "ACK"}, {inet.FIN, "FIN"}, {inet.RST, "RST"}, {inet.PSH, "PSH"}, {inet.URG, "URG"}} {
 			if p.TCPFlags&f.f != 0 {
 				b.WriteString(f.name + " ")
 			}

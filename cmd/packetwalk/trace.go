@@ -197,9 +197,9 @@ func conntrackText(h *netfilter.Host, p netfilter.Packet, res netfilter.Result) 
 	}
 	var tp conntrack.Tuple
 	switch {
-	case isICMP(p.Proto):
+	case p.Proto.IsICMP():
 		tp = conntrack.ICMPTuple(p.Src, p.Dst, p.ICMPType, p.ICMPCode, p.ICMPID)
-	case hasPorts(p.Proto):
+	case p.Proto.HasPorts():
 		tp = conntrack.TupleFrom(p.Proto, netip.AddrPortFrom(p.Src, p.SrcPort), netip.AddrPortFrom(p.Dst, p.DstPort))
 	default:
 		tp = conntrack.Tuple{Src: p.Src, Dst: p.Dst, Proto: p.Proto}

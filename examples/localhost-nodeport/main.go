@@ -29,6 +29,7 @@ import (
 	"os"
 
 	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
@@ -99,8 +100,8 @@ func kubeProxyRules(localhostNodePorts bool) ([]byte, error) {
 // kernel picks the source 127.0.0.1, the address of lo, the route's
 // device.
 func curl() netfilter.Packet {
-	return netfilter.Packet{Proto: netfilter.ProtoTCP, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"),
-		SrcPort: 40000, DstPort: NodePort, TCPFlags: netfilter.SYN, TTL: 64, Window: 64240}
+	return netfilter.Packet{Proto: inet.TCP, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"),
+		SrcPort: 40000, DstPort: NodePort, TCPFlags: inet.SYN, TTL: 64, Window: 64240}
 }
 
 // Case is one configuration of the node.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -30,15 +31,15 @@ func NewHost(seed uint64) (*netfilter.Host, *netfilter.ManualClock) {
 
 // TCP returns a TCP packet from src to dst with flags, as a client's
 // kernel would send it.
-func TCP(src, dst string, flags netfilter.TCPFlags) netfilter.Packet {
+func TCP(src, dst string, flags inet.TCPFlags) netfilter.Packet {
 	s, d := netip.MustParseAddrPort(src), netip.MustParseAddrPort(dst)
-	return netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP,
+	return netfilter.Packet{Family: netfilter.IPv4, Proto: inet.TCP,
 		Src: s.Addr(), Dst: d.Addr(), SrcPort: s.Port(), DstPort: d.Port(),
 		TCPFlags: flags, TTL: 64, Length: 60, Window: 64240}
 }
 
 // Reply returns the answer to p with flags: addresses and ports swapped.
-func Reply(p netfilter.Packet, flags netfilter.TCPFlags) netfilter.Packet {
+func Reply(p netfilter.Packet, flags inet.TCPFlags) netfilter.Packet {
 	r := p
 	r.Src, r.Dst, r.SrcPort, r.DstPort = p.Dst, p.Src, p.DstPort, p.SrcPort
 	r.TCPFlags, r.TTL, r.Mark, r.In, r.Out = flags, 64, 0, "", ""
@@ -55,7 +56,7 @@ func Wire(p netfilter.Packet) netfilter.Packet {
 
 // Addr formats a packet's addresses as "src:port → dst:port".
 func Addr(p netfilter.Packet) string {
-	if p.Proto == netfilter.ProtoTCP || p.Proto == netfilter.ProtoUDP {
+	if p.Proto == inet.TCP || p.Proto == inet.UDP {
 		return fmt.Sprintf("%s:%d → %s:%d", p.Src, p.SrcPort, p.Dst, p.DstPort)
 	}
 	return fmt.Sprintf("%s → %s", p.Src, p.Dst)
