@@ -75,16 +75,16 @@ func classify(r *Rule) (indexClass, dispatchKey) {
 		case *CommentMatch:
 			continue
 		case *TCPMatch:
-			if port != nil || k.proto != inet.TCP || m.InvSrcPorts || m.InvDstPorts || m.SrcPorts != anyPorts ||
+			if port != nil || k.proto != inet.TCP || m.InvDstPorts || m.SrcPorts != nil && (m.InvSrcPorts || *m.SrcPorts != anyPorts) ||
 				m.FlagsMask != 0 || m.HasOption {
 				return byDst, k
 			}
-			port = &m.DstPorts
+			port = m.DstPorts
 		case *UDPMatch:
-			if port != nil || k.proto != inet.UDP || m.lite || m.InvSrcPorts || m.InvDstPorts || m.SrcPorts != anyPorts {
+			if port != nil || k.proto != inet.UDP || m.Lite || m.InvDstPorts || m.SrcPorts != nil && (m.InvSrcPorts || *m.SrcPorts != anyPorts) {
 				return byDst, k
 			}
-			port = &m.DstPorts
+			port = m.DstPorts
 		default:
 			return byDst, k
 		}

@@ -9,10 +9,10 @@ import (
 // SCTPMatch is "-p sctp -m sctp [!] --sport P[:Q] [!] --dport P[:Q]
 // [!] --chunk-types all|any|only CHUNKS".
 type SCTPMatch struct {
-	SrcPorts, DstPorts       PortRange
+	// SrcPorts and DstPorts mean what TCPMatch's do: nil is an absent
+	// --sport or --dport, and the inversions apply only to a present one.
+	SrcPorts, DstPorts       *PortRange
 	InvSrcPorts, InvDstPorts bool
-	// HasSrc and HasDst say which port options were given.
-	HasSrc, HasDst bool
 	// Chunks, when HasChunks is set, tests the packet's chunk list.
 	Chunks    SCTPChunkTest
 	HasChunks bool
@@ -74,7 +74,7 @@ func init() {
 			{name: "dport", args: 1, invert: true, aliases: []string{"destination-port"}},
 			{name: "chunk-types", args: 2, invert: true},
 		},
-		newBuilder: func(*ruleCtx) builder { return &SCTPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
+		newBuilder: func(*ruleCtx) builder { return &SCTPMatch{} }})
 }
 
 // parseSCTPPorts parses "P", "P:Q", ":Q" or "P:"; unlike tcp, a reversed
@@ -116,13 +116,13 @@ func (m *SCTPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 		if err != nil {
 			return err
 		}
-		m.SrcPorts, m.InvSrcPorts, m.HasSrc = r, inv, true
+		m.SrcPorts, m.InvSrcPorts = &r, inv
 	case "dport":
 		r, err := parseSCTPPorts("--dport", args[0])
 		if err != nil {
 			return err
 		}
-		m.DstPorts, m.InvDstPorts, m.HasDst = r, inv, true
+		m.DstPorts, m.InvDstPorts = &r, inv
 	case "chunk-types":
 		ct, err := parseSCTPChunks(args[0], args[1])
 		if err != nil {
@@ -317,11 +317,11 @@ func (m *SCTPMatch) done(c *ruleCtx) (any, error) {
 func (m *SCTPMatch) Module() string { return "sctp" }
 
 func (m *SCTPMatch) appendSave(b []byte) []byte {
-	if m.HasSrc {
-		b = appendPortOpt(b, "sport", m.SrcPorts, m.InvSrcPorts)
+	if m.SrcPorts != nil {
+		b = appendPortOpt(b, "sport", *m.SrcPorts, m.InvSrcPorts)
 	}
-	if m.HasDst {
-		b = appendPortOpt(b, "dport", m.DstPorts, m.InvDstPorts)
+	if m.DstPorts != nil {
+		b = appendPortOpt(b, "dport", *m.DstPorts, m.InvDstPorts)
 	}
 	if m.HasChunks {
 		b = appendNot(b, m.InvChunks)
@@ -333,11 +333,11 @@ func (m *SCTPMatch) appendSave(b []byte) []byte {
 
 func (m *SCTPMatch) appendList(b []byte, numeric bool) []byte {
 	b = append(b, " sctp"...)
-	if m.HasSrc {
-		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, numeric, "sctp")
+	if m.SrcPorts != nil {
+		b = appendListPorts(b, "spt", *m.SrcPorts, m.InvSrcPorts, numeric, "sctp")
 	}
-	if m.HasDst {
-		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, numeric, "sctp")
+	if m.DstPorts != nil {
+		b = appendListPorts(b, "dpt", *m.DstPorts, m.InvDstPorts, numeric, "sctp")
 	}
 	if m.HasChunks {
 		b = appendNot(b, m.InvChunks)
@@ -351,7 +351,8 @@ func (m *SCTPMatch) match(c *evalCtx) bool {
 	if p.FragOffset != 0 {
 		return false
 	}
-	if m.SrcPorts.contains(p.SrcPort) == m.InvSrcPorts || m.DstPorts.contains(p.DstPort) == m.InvDstPorts {
+	if m.SrcPorts != nil && m.SrcPorts.contains(p.SrcPort) == m.InvSrcPorts ||
+		m.DstPorts != nil && m.DstPorts.contains(p.DstPort) == m.InvDstPorts {
 		return false
 	}
 	if !m.HasChunks {

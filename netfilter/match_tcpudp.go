@@ -10,6 +10,23 @@ import (
 // PortRange is an inclusive range of ports; a single port has Lo == Hi.
 type PortRange struct{ Lo, Hi uint16 }
 
+// Port returns the range of the single port p, for a match built in Go:
+// TCPMatch{DstPorts: Port(80)} is "-m tcp --dport 80".
+func Port(p uint16) *PortRange { return &PortRange{p, p} }
+
+// Ports returns the range lo-hi, for a match built in Go:
+// UDPMatch{SrcPorts: Ports(1024, 65535)} is "-m udp --sport 1024:65535".
+func Ports(lo, hi uint16) *PortRange { return &PortRange{lo, hi} }
+
+// orAny is the range a port option tests: r, or every port when the option
+// is absent.
+func orAny(r *PortRange) PortRange {
+	if r == nil {
+		return anyPorts
+	}
+	return *r
+}
+
 // anyPorts is the range a port option leaves unset.
 var anyPorts = PortRange{0, 65535}
 
@@ -79,8 +96,14 @@ func parsePortRange(s, proto string) (PortRange, bool) {
 }
 
 // TCPMatch is "-m tcp": ports, flags and options of TCP packets.
+//
+// A match built in Go means what its fields say: a nil SrcPorts or DstPorts
+// is an absent --sport or --dport (any port), and InvSrcPorts and
+// InvDstPorts apply only to a port option that is present. Port and Ports
+// build the ranges: TCPMatch{DstPorts: Port(443)} prints and matches as the
+// parsed "-m tcp --dport 443".
 type TCPMatch struct {
-	SrcPorts, DstPorts       PortRange
+	SrcPorts, DstPorts       *PortRange
 	InvSrcPorts, InvDstPorts bool
 	// FlagsMask and FlagsCmp test (flags & FlagsMask) == FlagsCmp when
 	// FlagsMask is not zero (--tcp-flags, --syn).
@@ -91,17 +114,15 @@ type TCPMatch struct {
 	Option    uint8
 	HasOption bool
 	InvOption bool
-	hasSrc    bool
-	hasDst    bool
 }
 
-// UDPMatch is "-m udp" or "-m udplite" (Module tells which): ports of UDP or
-// UDP-Lite packets.
+// UDPMatch is "-m udp", or "-m udplite" when Lite is set: ports of UDP or
+// UDP-Lite packets. Its port fields mean what TCPMatch's do: nil is an
+// absent option.
 type UDPMatch struct {
-	SrcPorts, DstPorts       PortRange
+	SrcPorts, DstPorts       *PortRange
 	InvSrcPorts, InvDstPorts bool
-	hasSrc, hasDst           bool
-	lite                     bool
+	Lite                     bool
 }
 
 func init() {
@@ -113,11 +134,11 @@ func init() {
 		option{name: "tcp-flags", args: 2, invert: true},
 		option{name: "syn", invert: true},
 		option{name: "tcp-option", args: 1, invert: true}),
-		newBuilder: func(*ruleCtx) builder { return &TCPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
+		newBuilder: func(*ruleCtx) builder { return &TCPMatch{} }})
 	registerMatch(&module{name: "udp", opts: portOpts,
-		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
+		newBuilder: func(*ruleCtx) builder { return &UDPMatch{} }})
 	registerMatch(&module{name: "udplite", opts: portOpts,
-		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts, lite: true} }})
+		newBuilder: func(*ruleCtx) builder { return &UDPMatch{Lite: true} }})
 }
 
 // Module implements Match.
@@ -125,13 +146,13 @@ func (m *TCPMatch) Module() string { return "tcp" }
 
 // Module implements Match.
 func (m *UDPMatch) Module() string {
-	if m.lite {
+	if m.Lite {
 		return "udplite"
 	}
 	return "udp"
 }
 
-func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool, has *bool) error {
+func setPorts(mod, opt string, inv bool, args []string, r **PortRange, invp *bool) error {
 	pr, ok := parsePortRange(args[0], mod)
 	if !ok {
 		return badValue(mod, "--"+opt, args[0], "a port, a service name or a range PORT:PORT")
@@ -144,16 +165,16 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 		}
 		pr, inv = PortRange{pr.Hi + 1, 65535}, false
 	}
-	*r, *invp, *has = pr, inv, true
+	*r, *invp = &pr, inv
 	return nil
 }
 
 func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	switch opt {
 	case "sport":
-		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc)
+		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts)
 	case "dport":
-		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst)
+		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts)
 	case "syn", "tcp-flags":
 		if m.FlagsMask != 0 {
 			return fmt.Errorf("%w: only one of --syn and --tcp-flags", ErrMultipleFlags)
@@ -192,14 +213,14 @@ func (m *TCPMatch) done(c *ruleCtx) (any, error) {
 func (m *UDPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	mod := m.Module()
 	if opt == "sport" {
-		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc)
+		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts)
 	}
-	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst)
+	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts)
 }
 
 func (m *UDPMatch) done(c *ruleCtx) (any, error) {
 	p := inet.UDP
-	if m.lite {
+	if m.Lite {
 		p = inet.UDPLite
 	}
 	if err := needProto(c, m.Module(), p); err != nil {
@@ -226,11 +247,11 @@ func appendPortOpt(b []byte, name string, r PortRange, inv bool) []byte {
 }
 
 func (m *TCPMatch) appendSave(b []byte) []byte {
-	if m.hasSrc {
-		b = appendPortOpt(b, "sport", m.SrcPorts, m.InvSrcPorts)
+	if m.SrcPorts != nil {
+		b = appendPortOpt(b, "sport", *m.SrcPorts, m.InvSrcPorts)
 	}
-	if m.hasDst {
-		b = appendPortOpt(b, "dport", m.DstPorts, m.InvDstPorts)
+	if m.DstPorts != nil {
+		b = appendPortOpt(b, "dport", *m.DstPorts, m.InvDstPorts)
 	}
 	if m.HasOption {
 		b = appendNot(b, m.InvOption)
@@ -248,11 +269,11 @@ func (m *TCPMatch) appendSave(b []byte) []byte {
 }
 
 func (m *UDPMatch) appendSave(b []byte) []byte {
-	if m.hasSrc {
-		b = appendPortOpt(b, "sport", m.SrcPorts, m.InvSrcPorts)
+	if m.SrcPorts != nil {
+		b = appendPortOpt(b, "sport", *m.SrcPorts, m.InvSrcPorts)
 	}
-	if m.hasDst {
-		b = appendPortOpt(b, "dport", m.DstPorts, m.InvDstPorts)
+	if m.DstPorts != nil {
+		b = appendPortOpt(b, "dport", *m.DstPorts, m.InvDstPorts)
 	}
 	return b
 }
@@ -288,11 +309,11 @@ func appendServ(b []byte, p uint16, proto string, numeric bool) []byte {
 
 func (m *TCPMatch) appendList(b []byte, numeric bool) []byte {
 	b = append(b, " tcp"...)
-	if m.hasSrc {
-		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, numeric, "tcp")
+	if m.SrcPorts != nil {
+		b = appendListPorts(b, "spt", *m.SrcPorts, m.InvSrcPorts, numeric, "tcp")
 	}
-	if m.hasDst {
-		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, numeric, "tcp")
+	if m.DstPorts != nil {
+		b = appendListPorts(b, "dpt", *m.DstPorts, m.InvDstPorts, numeric, "tcp")
 	}
 	if m.HasOption {
 		b = append(b, " option="...)
@@ -321,11 +342,11 @@ func (m *UDPMatch) appendList(b []byte, numeric bool) []byte {
 	mod := m.Module()
 	b = append(b, ' ')
 	b = append(b, mod...)
-	if m.hasSrc {
-		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, numeric, mod)
+	if m.SrcPorts != nil {
+		b = appendListPorts(b, "spt", *m.SrcPorts, m.InvSrcPorts, numeric, mod)
 	}
-	if m.hasDst {
-		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, numeric, mod)
+	if m.DstPorts != nil {
+		b = appendListPorts(b, "dpt", *m.DstPorts, m.InvDstPorts, numeric, mod)
 	}
 	return b
 }
@@ -362,7 +383,11 @@ func (m *UDPMatch) match(c *evalCtx) bool {
 // either port differs rather than when both do (seen with nft
 // --debug=netlink; internal/difftest TestKernelInvertedPortPair pins it).
 // The NFTables backend reproduces that; legacy tests each port.
-func portsMatch(c *evalCtx, p *Packet, sp, dp PortRange, invS, invD bool) bool {
+//
+// An absent option (nil) matches every port, whatever its inversion flag.
+func portsMatch(c *evalCtx, p *Packet, spp, dpp *PortRange, invS, invD bool) bool {
+	invS, invD = invS && spp != nil, invD && dpp != nil
+	sp, dp := orAny(spp), orAny(dpp)
 	if invS && invD && sp.Lo == sp.Hi && dp.Lo == dp.Hi && c.host.cfg.Backend == NFTables {
 		return p.SrcPort != sp.Lo || p.DstPort != dp.Lo
 	}
