@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,6 +30,8 @@ func TestHandBuiltMatches(t *testing.T) {
 		{"-p sctp -m sctp ! --sport 1:100", inet.SCTP, &SCTPMatch{SrcPorts: Ports(1, 100), InvSrcPorts: true}},
 		{"-m mark --mark 0x4000", 0, &MarkMatch{Value: 0x4000}},
 		{"-m mark ! --mark 0x4000/0x4000", 0, &MarkMatch{Value: 0x4000, Mask: &mask, Invert: true}},
+		{"-m state --state RELATED,ESTABLISHED", 0, &StateMatch{State: CTStatesOf(conntrack.StateEstablished, conntrack.StateRelated)}},
+		{"-m state ! --state INVALID", 0, &StateMatch{State: CTStatesOf(conntrack.StateInvalid), Invert: true}},
 	}
 	for _, backend := range []Backend{NFTables, Legacy} {
 		h := NewHost(HostConfig{Backend: backend})
@@ -58,6 +61,13 @@ func TestHandBuiltMatches(t *testing.T) {
 			}
 		}
 	}
+	// The conntrack match's state set is built from conntrack's states.
+	assert.Equal(t, "INVALID,NEW,RELATED,ESTABLISHED,UNTRACKED,SNAT,DNAT",
+		(CTStatesOf(conntrack.StateUntracked, conntrack.StateEstablished, conntrack.StateRelated, conntrack.StateNew, conntrack.StateInvalid)|
+			NATStates(conntrack.DNAT, conntrack.SNAT)).String())
+	assert.Equal(t, conntrack.DNAT, NATRedirect.Manip())
+	assert.Equal(t, conntrack.SNAT, NATMasquerade.Manip())
+
 	// The zero value of a port match tests nothing: every packet of the
 	// protocol matches, and nothing is printed after the module.
 	h := NewHost(HostConfig{})

@@ -376,8 +376,8 @@ func (h *Host) fillCT(c *evalCtx) {
 		// The template of CT --zone/--ctevents: a connection in the
 		// original direction, NEW, with the confirmed bit set so that it is
 		// never inserted, and the mark CONNMARK gave it.
-		c.ct.tracked, c.ct.tmpl, c.ct.state = true, true, CTNew
-		c.ct.status, c.ct.mark = CTStatus(conntrack.StatusConfirmed), c.tmplMark
+		c.ct.tracked, c.ct.tmpl, c.ct.state = true, true, stateBit(conntrack.StateNew)
+		c.ct.status, c.ct.mark = conntrack.StatusConfirmed, c.tmplMark
 		return
 	}
 	e := h.cur.Entry
@@ -388,20 +388,16 @@ func (h *Host) fillCT(c *evalCtx) {
 	ct.tracked = true
 	ct.reply = h.cur.Dir == conntrack.Reply
 	switch h.cur.State {
-	case conntrack.StateNew:
-		ct.state = CTNew
-	case conntrack.StateEstablished:
-		ct.state = CTEstablished
-	case conntrack.StateRelated:
-		ct.state = CTRelated
+	case conntrack.StateNew, conntrack.StateEstablished, conntrack.StateRelated:
+		ct.state = stateBit(h.cur.State)
 	}
 	if e.NATed(conntrack.SNAT) {
-		ct.state |= CTSNAT
+		ct.state |= natStateBit(conntrack.SNAT)
 	}
 	if e.NATed(conntrack.DNAT) {
-		ct.state |= CTDNAT
+		ct.state |= natStateBit(conntrack.DNAT)
 	}
-	ct.status = CTStatus(e.Status)
+	ct.status = e.Status
 	ct.mark = e.Mark
 }
 
