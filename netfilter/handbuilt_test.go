@@ -63,7 +63,7 @@ func TestHandBuiltMatches(t *testing.T) {
 	}
 	// The conntrack match's state set is built from conntrack's states.
 	assert.Equal(t, "INVALID,NEW,RELATED,ESTABLISHED,UNTRACKED,SNAT,DNAT",
-		(CTStatesOf(conntrack.StateUntracked, conntrack.StateEstablished, conntrack.StateRelated, conntrack.StateNew, conntrack.StateInvalid)|
+		(CTStatesOf(conntrack.StateUntracked, conntrack.StateEstablished, conntrack.StateRelated, conntrack.StateNew, conntrack.StateInvalid) |
 			NATStates(conntrack.DNAT, conntrack.SNAT)).String())
 	assert.Equal(t, conntrack.DNAT, NATRedirect.Manip())
 	assert.Equal(t, conntrack.SNAT, NATMasquerade.Manip())
