@@ -320,9 +320,10 @@ func ifaceMatch(pattern, name string) bool {
 }
 
 // ruleTrace is what a trace step prints of a rule: its -S form and, for
-// a jump or goto, "JUMP:X" or "GOTO:X".
+// a jump or goto, its action.
 type ruleTrace struct {
-	text, action string
+	text   string
+	action Action
 }
 
 func (r *crule) trace() *ruleTrace {
@@ -332,9 +333,9 @@ func (r *crule) trace() *ruleTrace {
 		t := &ruleTrace{text: string(b[:len(b)-1])}
 		switch r.kind {
 		case vJump:
-			t.action = "JUMP:" + r.rule.Target.Name()
+			t.action = Action{Kind: ActionJump, Chain: r.rule.Target.Name()}
 		case vGoto:
-			t.action = "GOTO:" + r.rule.Target.Name()
+			t.action = Action{Kind: ActionGoto, Chain: r.rule.Target.Name()}
 		}
 		x.traced = t
 	}
@@ -344,5 +345,5 @@ func (r *crule) trace() *ruleTrace {
 // traceText returns the rule as iptables -S prints it, without the newline.
 func (r *crule) traceText() string { return r.trace().text }
 
-// jumpAction returns "JUMP:X" or "GOTO:X" for a rule that jumps to X.
-func (r *crule) jumpAction() string { return r.trace().action }
+// jumpAction returns the jump or goto action of a rule that jumps.
+func (r *crule) jumpAction() Action { return r.trace().action }

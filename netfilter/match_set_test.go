@@ -33,9 +33,9 @@ COMMIT
 		dport uint16
 		where Step
 	}{
-		{"10.244.1.5", 80, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Rule: 1, Text: "-A FORWARD -m set --match-set svc dst,dst -j ACCEPT", Action: "ACCEPT"}},
-		{"10.244.1.5", 81, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Rule: 2, Text: "-A FORWARD -m set --match-set pools dst -j DROP", Action: "DROP"}},
-		{"10.244.1.7", 80, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Action: "POLICY:ACCEPT"}},
+		{"10.244.1.5", 80, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Rule: 1, Text: "-A FORWARD -m set --match-set svc dst,dst -j ACCEPT", Action: Action{Kind: ActionAccept}}},
+		{"10.244.1.5", 81, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Rule: 2, Text: "-A FORWARD -m set --match-set pools dst -j DROP", Action: Action{Kind: ActionDrop}}},
+		{"10.244.1.7", 80, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Action: Action{Kind: ActionPolicyAccept}}},
 	}
 	for _, c := range cases {
 		res := h.Receive("eth0", tcpPacket("192.168.10.2", c.dst, c.dport, inet.SYN))

@@ -81,9 +81,9 @@ type Step struct {
 	// a policy.
 	Text string
 	// Action is what happened: CONTINUE, JUMP:X, GOTO:X, RETURN, ACCEPT,
-	// DROP, REJECT, POLICY:ACCEPT, POLICY:DROP, or ROUTE for the routing
-	// decision.
-	Action string
+	// DROP, REJECT, POLICY:ACCEPT, POLICY:DROP, ENTER for a chain entered,
+	// or ROUTE for the routing decision (its String is that text).
+	Action Action
 	// Packet is the packet when the step happened; nil outside a trace.
 	// Trace steps do not share it with anything that changes later.
 	Packet *Packet
@@ -141,7 +141,7 @@ type place struct {
 	// action is Step.Action: ACCEPT, DROP, REJECT or POLICY:X for the
 	// rules, ROUTE or CONNTRACK for a decision outside them. A constant:
 	// recording it costs no allocation.
-	action string
+	action Action
 }
 
 // writeStep writes w into s field by field: a Step built whole and then
@@ -158,11 +158,11 @@ func (w *place) writeStep(s *Step) {
 	}
 }
 
-func (h *Host) decide(c *evalCtx, r *crule, action string) {
+func (h *Host) decide(c *evalCtx, r *crule, action Action) {
 	h.where = place{r: r, hook: c.hook, table: c.table, action: action}
 }
 
-func (h *Host) traceStep(c *evalCtx, r *crule, action string) {
+func (h *Host) traceStep(c *evalCtx, r *crule, action Action) {
 	if !h.Tracing {
 		return
 	}
@@ -237,7 +237,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			}
 			if err != nil {
 				res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack table full"
-				h.where = place{hook: hk, action: "CONNTRACK"}
+				h.where = place{hook: hk, action: Action{Kind: ActionConntrack}}
 				return false
 			}
 			h.cur = info
@@ -248,7 +248,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			if h.cur.Entry != nil && !h.cur.Entry.Confirmed() && h.cur.Dir == conntrack.Original && !h.explaining {
 				if err := h.ct.Confirm(h.cur.Entry); err != nil {
 					res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack clash"
-					h.where = place{hook: hk, action: "CONNTRACK"}
+					h.where = place{hook: hk, action: Action{Kind: ActionConntrack}}
 					return false
 				}
 			}
@@ -287,7 +287,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 		c.pkt, c.hook, c.table, c.rule, c.matchIdx = p, hk, id, nil, 0
 		c.hotdrop, c.rejected, c.reject, c.notrack, c.tmpl, c.ctReady, c.nat = false, false, 0, false, false, false, nil
 		if h.Tracing && !h.explaining {
-			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: "ENTER", Packet: p.clone()})
+			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: Action{Kind: ActionEnter}, Packet: p.clone()})
 		}
 		v := h.runTable(t, c)
 		if id == Raw && c.notrack {
@@ -337,7 +337,7 @@ func (h *Host) rerouteLocalnet(p *Packet, res *Result) bool {
 		return true
 	}
 	res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reasonInvalidSource
-	h.where = place{hook: Output, table: NAT, action: "ROUTE"}
+	h.where = place{hook: Output, table: NAT, action: Action{Kind: ActionRoute}}
 	return false
 }
 
@@ -593,7 +593,7 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 		}
 		if reason != "" {
 			res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-			h.where = place{hook: Output, action: "ROUTE"}
+			h.where = place{hook: Output, action: Action{Kind: ActionRoute}}
 			return
 		}
 		p.Out = out.Iface
@@ -629,7 +629,7 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 	}
 	if reason := h.martian(p); reason != "" {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-		h.where = place{hook: Prerouting, action: "ROUTE"}
+		h.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
 	}
 	out := h.route(p.Dst)
@@ -650,7 +650,7 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 	}
 	if reason != "" {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-		h.where = place{hook: Prerouting, action: "ROUTE"}
+		h.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
 	}
 	p.Out = out.Iface

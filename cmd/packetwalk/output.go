@@ -136,7 +136,7 @@ func resultJSON(o outcome) jsonResult {
 	}
 	if decided(res) {
 		w := &jsonWhere{Hook: res.Where.Hook.String(), Rule: res.Where.Rule, Action: whereAction(res)}
-		if res.Where.Action != "ROUTE" {
+		if res.Where.Action.Kind != netfilter.ActionRoute {
 			w.Table, w.Chain = res.Where.Table.String(), res.Where.Chain
 		}
 		j.Where = w
@@ -146,12 +146,12 @@ func resultJSON(o outcome) jsonResult {
 		j.Emitted = append(j.Emitted, packetJSON(e))
 	}
 	for _, s := range res.Trace {
-		if s.Action == "ENTER" {
+		if s.Action.Kind == netfilter.ActionEnter {
 			continue
 		}
 		j.Trace = append(j.Trace, jsonStep{
 			Hook: s.Hook.String(), Table: s.Table.String(), Chain: s.Chain,
-			Rule: s.Rule, Text: s.Text, Action: s.Action,
+			Rule: s.Rule, Text: s.Text, Action: s.Action.String(),
 		})
 	}
 	return j
@@ -214,7 +214,7 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 		fmt.Fprintf(b, "packet %d: %s, %s\n", o.n, describe(o.input), from)
 		var cols bytes.Buffer
 		tw := tabwriter.NewWriter(&cols, 0, 0, 2, ' ', 0)
-		routed := res.Where.Action == "ROUTE" // its own line below
+		routed := res.Where.Action.Kind == netfilter.ActionRoute // its own line below
 		route := func() {
 			if !routed {
 				routed = true
@@ -228,7 +228,7 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 			if s.Hook != netfilter.Prerouting {
 				route()
 			}
-			if s.Action == "ENTER" {
+			if s.Action.Kind == netfilter.ActionEnter {
 				continue
 			}
 			rule := "policy"
@@ -240,7 +240,7 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 		if res.Disposition == netfilter.Delivered || res.Disposition == netfilter.Forwarded {
 			route()
 		}
-		if res.Where.Action == "ROUTE" {
+		if res.Where.Action.Kind == netfilter.ActionRoute {
 			fmt.Fprintf(tw, "  routing\t\t\t\tDROP\t%s\n", routeDropText(nd, res))
 		}
 		tw.Flush()
@@ -251,7 +251,7 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 		}
 		verdict := res.Verdict.String() + ", " + res.Disposition.String()
 		switch {
-		case res.Where.Action == "ROUTE":
+		case res.Where.Action.Kind == netfilter.ActionRoute:
 			fmt.Fprintf(b, "  => %s by the routing decision\n", verdict)
 		case decided(res) && res.Where.Rule > 0:
 			fmt.Fprintf(b, "  => %s at %s %s %s #%d\n", verdict, res.Where.Hook, res.Where.Table, res.Where.Chain, res.Where.Rule)
@@ -330,13 +330,17 @@ func writeXtables(b *bytes.Buffer, outs []outcome) {
 			if s.Packet.Family == netfilter.IPv6 {
 				fam, famArg = 10, "-6"
 			}
-			if s.Action == "ENTER" {
+			if s.Action.Kind == netfilter.ActionEnter {
 				appendXPacket(b, fam, id, *s.Packet)
 				continue
 			}
 			fmt.Fprintf(b, " TRACE: %d %08x %s:%s:", fam, id, s.Table, s.Chain)
-			if pol, ok := strings.CutPrefix(s.Action, "POLICY:"); ok {
-				fmt.Fprintf(b, "policy:%s \n", pol)
+			switch s.Action.Kind {
+			case netfilter.ActionPolicyAccept:
+				b.WriteString("policy:ACCEPT \n")
+				continue
+			case netfilter.ActionPolicyDrop:
+				b.WriteString("policy:DROP \n")
 				continue
 			}
 			fmt.Fprintf(b, "rule:0x%x:%s  %s -t %s %s\n", s.Rule, xtablesVerdict(s.Action), famArg, s.Table, s.Text)
@@ -344,14 +348,14 @@ func writeXtables(b *bytes.Buffer, outs []outcome) {
 	}
 }
 
-func xtablesVerdict(a string) string {
-	switch a {
-	case "RETURN":
+func xtablesVerdict(a netfilter.Action) string {
+	switch a.Kind {
+	case netfilter.ActionReturn:
 		return "0xfffffffb" // NFT_RETURN, printed raw by xtables-monitor
-	case "REJECT":
+	case netfilter.ActionReject:
 		return "DROP"
 	}
-	return a
+	return a.String()
 }
 
 func appendXPacket(b *bytes.Buffer, fam int, id uint32, p netfilter.Packet) {

@@ -90,7 +90,7 @@ func Send(w io.Writer, host string, h *netfilter.Host, p netfilter.Packet) netfi
 func Steps(w io.Writer, in netfilter.Packet, r netfilter.Result) {
 	last := in
 	for _, s := range r.Trace {
-		if s.Rule != 0 || s.Action == "POLICY:DROP" {
+		if s.Rule != 0 || s.Action.Kind == netfilter.ActionPolicyDrop {
 			fmt.Fprintf(w, "  %-11s %-6s %-26s #%-2d %s\n", s.Hook, s.Table, s.Chain, s.Rule, action(s))
 		}
 		if s.Packet != nil && changed(last, *s.Packet) {
@@ -118,13 +118,13 @@ func changed(a, b netfilter.Packet) bool {
 // action says what a step did: the jump, or the verdict with the target
 // that gave it (the part of the rule after -j).
 func action(s netfilter.Step) string {
-	if strings.HasPrefix(s.Action, "JUMP:") || strings.HasPrefix(s.Action, "GOTO:") {
-		return s.Action
+	if s.Action.Kind == netfilter.ActionJump || s.Action.Kind == netfilter.ActionGoto {
+		return s.Action.String()
 	}
 	if i := strings.LastIndex(s.Text, " -j "); i >= 0 {
-		return s.Action + " (" + s.Text[i+4:] + ")"
+		return s.Action.String() + " (" + s.Text[i+4:] + ")"
 	}
-	return s.Action
+	return s.Action.String()
 }
 
 // NAT prints `iptables -t nat -nvL chain` of host h.
