@@ -29,7 +29,7 @@ func TestUnknownInterfaceIsRefused(t *testing.T) {
 		require.True(t, errors.As(res.Err, &pe))
 		assert.Equal(t, "In", pe.Field)
 		assert.Equal(t, `packet refused: In: unknown interface "eht0" (the host has lo, eth0, eth1; add it with AddInterface)`, res.Err.Error())
-		assert.Equal(t, res.Err.Error(), res.Reason)
+		assert.Equal(t, ReasonRefused, res.Reason)
 		assert.Equal(t, Step{}, res.Where)
 		assert.Nil(t, res.Conn)
 	}

@@ -159,16 +159,16 @@ func TestDefragQueueRules(t *testing.T) {
 		name  string
 		cuts  []cut
 		dispo []Disposition
-		why   string // the reason of the last fragment
+		why   Reason // the reason of the last fragment
 	}{
 		{"exact duplicate ignored", []cut{labCuts[0], labCuts[1], labCuts[1], labCuts[2]},
-			[]Disposition{Held, Held, Dropped, Forwarded}, ""},
+			[]Disposition{Held, Held, Dropped, Forwarded}, NoReason},
 		{"duplicate inside a run ignored", []cut{labCuts[0], labCuts[1], {0, 200, true, false}, labCuts[2]},
-			[]Disposition{Held, Held, Dropped, Forwarded}, ""},
+			[]Disposition{Held, Held, Dropped, Forwarded}, NoReason},
 		{"partial overlap discards the queue", []cut{labCuts[0], {200, 400, true, false}, labCuts[1], labCuts[2]},
 			[]Disposition{Held, Dropped, Held, Held}, reasonHeld},
 		{"overlap then all again", []cut{labCuts[0], {200, 400, true, false}, labCuts[0], labCuts[1], labCuts[2]},
-			[]Disposition{Held, Dropped, Held, Held, Forwarded}, ""},
+			[]Disposition{Held, Dropped, Held, Held, Forwarded}, NoReason},
 		{"two different ends", []cut{labCuts[2], {1200, 200, false, false}},
 			[]Disposition{Held, Dropped}, reasonBadFrag},
 		{"last fragment ends before queued data", []cut{labCuts[1], {200, 200, false, false}},

@@ -112,7 +112,7 @@ type sortKey struct {
 type fateKey struct {
 	verdict     Verdict
 	disposition Disposition
-	reason      string
+	reason      Reason
 	where       Step
 	packet      Packet
 	nEmitted    int

@@ -109,19 +109,18 @@ type Result struct {
 	Emitted []Packet
 	// Trace is every step, when the host's Tracing is on.
 	Trace []Step
-	// Reason explains a drop outside the rules: the routing decision
-	// ("no route to host", "blackhole", "unreachable", "prohibited",
-	// "forwarding disabled", "TTL exceeded"; with
-	// HostConfig.NoRouteLocalnet "martian source" and "martian
-	// destination" for 127.0.0.0/8 received off lo, "invalid source" for
-	// a 127.0.0.0/8 source routed off the host, also after nat OUTPUT),
-	// conntrack ("conntrack table full", "conntrack clash"), or
-	// defragmentation while some rule needs conntrack: a fragment given to
-	// Receive or Send is Held ("fragment held for reassembly ..."), and
-	// FrameHost also reports a fragment that was ignored or broke its queue
-	// (the reason* constants of defrag.go), or Err's text for a refused
-	// packet. It is empty otherwise.
-	Reason string
+	// Reason explains a drop outside the rules (see the Reason constants):
+	// the routing decision (ReasonNoRoute, ReasonBlackhole, ...,
+	// ReasonTTLExceeded; with HostConfig.NoRouteLocalnet
+	// ReasonMartianSource and ReasonMartianDestination for 127.0.0.0/8
+	// received off lo, ReasonInvalidSource for a 127.0.0.0/8 source routed
+	// off the host, also after nat OUTPUT), conntrack (ReasonConntrackFull,
+	// ReasonConntrackClash), or defragmentation while some rule needs
+	// conntrack: a fragment given to Receive or Send is Held
+	// (ReasonFragmentHeld), and FrameHost also reports a fragment that was
+	// ignored or broke its queue; ReasonRefused for a refused packet, whose
+	// Err says why. It is NoReason otherwise.
+	Reason Reason
 	// Conn is the packet's connection after the packet, or nil when the
 	// packet was not tracked (no rule needs conntrack, NOTRACK, INVALID).
 	Conn *conntrack.Entry
@@ -236,7 +235,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 				info, err = h.ct.Track(f)
 			}
 			if err != nil {
-				res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack table full"
+				res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, ReasonConntrackFull
 				h.where = place{hook: hk, action: Action{Kind: ActionConntrack}}
 				return false
 			}
@@ -247,7 +246,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			// reply attached to a new connection does not).
 			if h.cur.Entry != nil && !h.cur.Entry.Confirmed() && h.cur.Dir == conntrack.Original && !h.explaining {
 				if err := h.ct.Confirm(h.cur.Entry); err != nil {
-					res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack clash"
+					res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, ReasonConntrackClash
 					h.where = place{hook: hk, action: Action{Kind: ActionConntrack}}
 					return false
 				}
@@ -343,9 +342,9 @@ func (h *Host) rerouteLocalnet(p *Packet, res *Result) bool {
 
 // Reasons of the routing decision under route_localnet=0.
 const (
-	reasonMartianSource = "martian source"
-	reasonMartianDest   = "martian destination"
-	reasonInvalidSource = "invalid source"
+	reasonMartianSource = ReasonMartianSource
+	reasonMartianDest   = ReasonMartianDestination
+	reasonInvalidSource = ReasonInvalidSource
 )
 
 // localnetRefused reports whether a is in 127.0.0.0/8 while
@@ -356,9 +355,9 @@ func (h *Host) localnetRefused(a netip.Addr) bool {
 
 // martian names why the input routing decision (ip_route_input_slow)
 // refuses a packet received on a device other than lo: a 127.0.0.0/8
-// destination, else source, under route_localnet=0. It returns "" when the
+// destination, else source, under route_localnet=0. It returns NoReason when the
 // packet may be routed.
-func (h *Host) martian(p *Packet) string {
+func (h *Host) martian(p *Packet) Reason {
 	switch {
 	case p.In == "lo":
 	case h.localnetRefused(p.Dst):
@@ -366,7 +365,7 @@ func (h *Host) martian(p *Packet) string {
 	case h.localnetRefused(p.Src):
 		return reasonMartianSource
 	}
-	return ""
+	return NoReason
 }
 
 // fillCT describes the packet's connection for the conntrack matches.
@@ -544,7 +543,7 @@ func (h *Host) admit(p *Packet, iface string) error {
 
 // refuse writes the result of a packet the host refused to walk.
 func refuse(res *Result, err error) {
-	res.Verdict, res.Disposition, res.Reason, res.Err = VerdictRefused, Refused, err.Error(), err
+	res.Verdict, res.Disposition, res.Reason, res.Err = VerdictRefused, Refused, ReasonRefused, err
 	res.Where, res.Emitted, res.Trace, res.Conn = Step{}, nil, nil, nil
 }
 
@@ -554,7 +553,7 @@ func (h *Host) walk(res *Result, local bool) {
 	h.trace = h.trace[:0]
 	h.where = place{}
 	h.cur, h.notrack, h.loopback, h.attached = conntrack.Info{}, false, false, false
-	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, "", nil, nil, nil
+	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, NoReason, nil, nil, nil
 	res.Emitted = res.Emitted[:0]
 	p := &res.Packet
 	if p.FragOffset != 0 && h.defragging(p.Family) {
@@ -588,10 +587,10 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 	if local {
 		out := h.route(p.Dst)
 		reason := routeFailure(out)
-		if reason == "" && out.Type != RouteLocal && h.localnetRefused(p.Src) {
+		if reason == NoReason && out.Type != RouteLocal && h.localnetRefused(p.Src) {
 			reason = reasonInvalidSource // a socket bound to 127.0.0.1 cannot reach off the host
 		}
-		if reason != "" {
+		if reason != NoReason {
 			res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
 			h.where = place{hook: Output, action: Action{Kind: ActionRoute}}
 			return
@@ -627,7 +626,7 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 	if !h.runHook(Prerouting, p, res) {
 		return
 	}
-	if reason := h.martian(p); reason != "" {
+	if reason := h.martian(p); reason != NoReason {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
 		h.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
@@ -642,13 +641,13 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 	}
 	reason := routeFailure(out)
 	switch {
-	case reason != "":
+	case reason != NoReason:
 	case h.cfg.NoForwarding:
-		reason = "forwarding disabled"
+		reason = ReasonForwardingDisabled
 	case p.TTL <= 1:
-		reason = "TTL exceeded"
+		reason = ReasonTTLExceeded
 	}
-	if reason != "" {
+	if reason != NoReason {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
 		h.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
@@ -701,7 +700,7 @@ func (h *Host) sendEmitted(r Packet) (Packet, bool) {
 		h.attached = true
 	}
 	out := h.route(r.Dst)
-	if routeFailure(out) != "" {
+	if routeFailure(out) != NoReason {
 		return Packet{}, false
 	}
 	r.In, r.Out = "", out.Iface

@@ -128,7 +128,7 @@ func TestRouteLocalnetKernel(t *testing.T) {
 				if len(obs.Server) > 0 {
 					assert.Equal(t, obs.Server[0].Summary.Src, res.Packet.Src, "source on the wire")
 				}
-				assert.Equal(t, sendErr != nil, res.Disposition == Dropped && res.Reason != "" && tc.local, "sendto error")
+				assert.Equal(t, sendErr != nil, res.Disposition == Dropped && res.Reason != NoReason && tc.local, "sendto error")
 				for _, tbl := range h.Ruleset(IPv4).Tables() {
 					for _, ch := range tbl.Chains() {
 						for n, r := range ch.Rules {

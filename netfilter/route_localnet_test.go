@@ -70,7 +70,7 @@ func TestRouteLocalnet(t *testing.T) {
 				res = h.Receive(tc.in, p)
 			}
 			assert.Equal(t, tc.disp, res.Disposition)
-			assert.Equal(t, tc.reason, res.Reason)
+			assert.Equal(t, tc.reason, res.Reason.String())
 			assert.Equal(t, tc.where, res.Where)
 			assert.Equal(t, a(tc.outSrc), res.Packet.Src)
 		})
@@ -84,7 +84,7 @@ func TestRouteLocalnetCounters(t *testing.T) {
 	h := localnetHost(t, true)
 	res := h.Send(Packet{Proto: inet.TCP, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"),
 		SrcPort: 40000, DstPort: 30020, TCPFlags: inet.SYN, TTL: 64, Length: 40})
-	require.Equal(t, "invalid source", res.Reason)
+	require.Equal(t, ReasonInvalidSource, res.Reason)
 	// The DNAT happened before the drop.
 	assert.Equal(t, netip.MustParseAddr("10.244.1.5"), res.Packet.Dst)
 	var hit []string

@@ -299,11 +299,11 @@ func routeDropText(nd *node, res netfilter.Result) string {
 	p := res.Packet
 	const localnet = " (127.0.0.0/8 is routed only on lo with net.ipv4.conf.all.route_localnet=0)"
 	switch {
-	case res.Reason == "martian destination":
+	case res.Reason == netfilter.ReasonMartianDestination:
 		return "martian destination " + p.Dst.String() + " in " + p.In + localnet
-	case res.Reason == "martian source":
+	case res.Reason == netfilter.ReasonMartianSource:
 		return "martian source " + p.Src.String() + " in " + p.In + localnet
-	case res.Reason == "invalid source":
+	case res.Reason == netfilter.ReasonInvalidSource:
 		return "source " + p.Src.String() + " cannot reach " + p.Dst.String() + " off the host" + localnet
 	case res.Where.Hook == netfilter.Output:
 		return "no route to " + p.Dst.String()

@@ -126,7 +126,7 @@ func Walk(w io.Writer, c Case) (netfilter.Result, error) {
 	}
 	story.Title(w, "%s", c.Title)
 	r := story.Send(w, "node-a", h, curl())
-	if r.Reason != "" {
+	if r.Reason != netfilter.NoReason {
 		fmt.Fprintf(w, "  reason: %s (at %s)\n", r.Reason, r.Where.Hook)
 	}
 	return r, nil

@@ -105,7 +105,7 @@ func Steps(w io.Writer, in netfilter.Packet, r netfilter.Result) {
 	case netfilter.Delivered:
 		fmt.Fprintf(w, " to a local socket as %s", Addr(r.Packet))
 	}
-	if r.Reason != "" {
+	if r.Reason != netfilter.NoReason {
 		fmt.Fprintf(w, " (%s)", r.Reason)
 	}
 	fmt.Fprintln(w)
