@@ -9,7 +9,9 @@
 //     sends packets through the hooks below; its package documentation is
 //     the map of the engine.
 //   - inet: the vocabulary the packages share (protocol numbers and their
-//     names, TCP flags); it imports nothing from the module.
+//     names, TCP flags, ErrNotModelled: what every package's
+//     ErrNotModelled means, for errors.Is); it imports nothing from the
+//     module.
 //   - conntrack: connection tracking and NAT bindings (a leaf package).
 //   - ipset: IP sets and their text formats (a leaf package).
 //

@@ -164,7 +164,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // represent (sctp/dccp/gre entries, labels, secmark, ...).
 var (
 	ErrSyntax      = errors.New("syntax error")
-	ErrNotModelled = errors.New("not modelled")
+	ErrNotModelled = inet.NotModelled("not modelled") // errors.Is(err, inet.ErrNotModelled)
 )
 
 // ParseError reports a bad `conntrack -L` line.

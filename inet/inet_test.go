@@ -1,6 +1,10 @@
 package inet
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
 
 func TestProtoNames(t *testing.T) {
 	for _, tc := range []struct {
@@ -59,5 +63,15 @@ func TestTCPFlags(t *testing.T) {
 	}
 	if _, ok := ParseTCPFlags("SYN,BOGUS"); ok {
 		t.Error("ParseTCPFlags accepted BOGUS")
+	}
+}
+
+func TestNotModelled(t *testing.T) {
+	e := NotModelled("set type not supported")
+	if e.Error() != "set type not supported" || !errors.Is(e, ErrNotModelled) || !errors.Is(fmt.Errorf("line 2: %w", e), ErrNotModelled) {
+		t.Errorf("NotModelled: %v does not read or match as ErrNotModelled", e)
+	}
+	if errors.Is(errors.New("not modelled by packetwalk"), ErrNotModelled) || errors.Is(e, NotModelled("set type not supported")) {
+		t.Error("an unrelated error matches")
 	}
 }

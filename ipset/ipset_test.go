@@ -99,7 +99,7 @@ func TestErrors(t *testing.T) {
 		{"add B 30", ErrOutOfRange, "Element is out of the range of the set"},
 		{"add X 1.1.1.1", ErrNotFound, "The set with the given name does not exist"},
 		{"create N hash:ip", ErrSetExists, "Set cannot be created: set with the same name already exists"},
-		{"create M hash:ip,mark", ErrUnsupported, "Kernel error received: set type not supported"},
+		{"create M hash:ip,mark", ErrNotModelled, "Kernel error received: set type not supported"},
 		{"add L NOPE", ErrMemberMissing, "Set to be added/deleted/tested as element does not exist."},
 		{"add L L", ErrListInList, "Sets with list:set type cannot be added to the set."},
 		{"del I 9.9.9.9", ErrNotAdded, "Element cannot be deleted from the set: it's not added"},

@@ -145,7 +145,7 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 				case *JumpTarget:
 					if len(jumps) == 0 {
 						// Cannot be: validation listed every jump.
-						return nil, fmt.Errorf("%w: jump to %q from chain %q not validated", ErrUnsupported, tg.Chain, c.Name)
+						return nil, fmt.Errorf("%w: jump to %q from chain %q not validated", ErrNotModelled, tg.Chain, c.Name)
 					}
 					cr.kind, cr.jump = vJump, start[jumps[0]]
 					jumps = jumps[1:]
@@ -155,7 +155,7 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 				default:
 					a, ok := tg.(applier)
 					if !ok {
-						return nil, fmt.Errorf("%w: target %s cannot run", ErrUnsupported, tg.Name())
+						return nil, fmt.Errorf("%w: target %s cannot run", ErrNotModelled, tg.Name())
 					}
 					cr.apply = a
 				}
@@ -210,7 +210,7 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 			ct.rules = append(ct.rules, end)
 		}
 		if len(jumps) != 0 {
-			return nil, fmt.Errorf("%w: table %s has fewer jumps than validated", ErrUnsupported, t.id)
+			return nil, fmt.Errorf("%w: table %s has fewer jumps than validated", ErrNotModelled, t.id)
 		}
 		ct.depth = chainDepth(ct)
 		ct.stack = make([]int, ct.depth+1)

@@ -121,7 +121,7 @@ func TestInvertedPortRangeFromZero(t *testing.T) {
 	b, err := rs.AppendRules(nil, Filter, "INPUT", 0, false)
 	require.NoError(t, err)
 	assert.Equal(t, "-P INPUT ACCEPT\n-A INPUT -p tcp -m tcp --sport 6:65535\n-A INPUT -p udp -m udp --dport 65535\n-A INPUT -p tcp -m tcp ! --sport 5:65535\n", string(b))
-	assert.ErrorIs(t, rs.Exec("-A INPUT -p tcp ! --dport 0:65535"), ErrUnsupported)
+	assert.ErrorIs(t, rs.Exec("-A INPUT -p tcp ! --dport 0:65535"), ErrNotModelled)
 	assert.ErrorIs(t, rs.Exec("-A INPUT -i! -j ACCEPT"), ErrBadValue)
 }
 

@@ -60,7 +60,7 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 	res := m.slot()
 	for n := 0; ; n++ {
 		if n == maxExplainPaths {
-			return nil, fmt.Errorf("%w: more than %d paths", ErrUnsupported, maxExplainPaths)
+			return nil, fmt.Errorf("%w: more than %d paths", ErrNotModelled, maxExplainPaths)
 		}
 		o.startWalk()
 		if iface == "" {

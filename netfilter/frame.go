@@ -206,7 +206,7 @@ func (l *ethLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 	switch l.EthernetType {
 	case layers.EthernetTypeIPv4, layers.EthernetTypeIPv6:
 	default:
-		return &FrameError{Offset: 12, Layer: "Ethernet", Err: fmt.Errorf("%w: EtherType 0x%04x (%v), want IPv4 or IPv6", ErrUnsupported, uint16(l.EthernetType), l.EthernetType)}
+		return &FrameError{Offset: 12, Layer: "Ethernet", Err: fmt.Errorf("%w: EtherType 0x%04x (%v), want IPv4 or IPv6", ErrNotModelled, uint16(l.EthernetType), l.EthernetType)}
 	}
 	p := &l.d.pkt
 	copy(p.SrcMAC[:], data[6:12])
@@ -329,7 +329,7 @@ func (l *ip6Layer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 	}
 	plen := int(binary.BigEndian.Uint16(data[4:6]))
 	if plen == 0 {
-		return &FrameError{Offset: off + 4, Layer: "IPv6", Err: fmt.Errorf("%w: payload length 0 (jumbogram)", ErrUnsupported)}
+		return &FrameError{Offset: off + 4, Layer: "IPv6", Err: fmt.Errorf("%w: payload length 0 (jumbogram)", ErrNotModelled)}
 	}
 	if len(data) < 40+plen {
 		return truncated(off, "IPv6", 40+plen, len(data))

@@ -194,7 +194,7 @@ func TestDecodeErrors(t *testing.T) {
 		is    error
 	}{
 		{"arp", mod(func(b []byte) []byte { b[12], b[13] = 0x08, 0x06; return b }),
-			"frame byte 12: Ethernet: not modelled by packetwalk: EtherType 0x0806 (ARP), want IPv4 or IPv6", ErrUnsupported},
+			"frame byte 12: Ethernet: not modelled by packetwalk: EtherType 0x0806 (ARP), want IPv4 or IPv6", ErrNotModelled},
 		{"ihl 4", mod(func(b []byte) []byte { b[14] = 0x44; return b }),
 			"frame byte 14: IPv4: bad header: header length 16, want at least 20", ErrBadHeader},
 		{"version 6 in ipv4 ethertype", mod(func(b []byte) []byte { b[14] = 0x65; return b }),

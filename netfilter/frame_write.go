@@ -41,7 +41,7 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 		return dst, err
 	}
 	if p.Family != o.Family || p.Proto != o.Proto {
-		return dst, fmt.Errorf("%w: rewriting a %v protocol %d packet as %v protocol %d", ErrUnsupported, o.Family, o.Proto, p.Family, p.Proto)
+		return dst, fmt.Errorf("%w: rewriting a %v protocol %d packet as %v protocol %d", ErrNotModelled, o.Family, o.Proto, p.Family, p.Proto)
 	}
 	if p.Src.Is4() != (p.Family == IPv4) || p.Dst.Is4() != (p.Family == IPv4) || !p.Src.IsValid() || !p.Dst.IsValid() {
 		return dst, fmt.Errorf("%w: addresses %v -> %v for %v", ErrBadValue, p.Src, p.Dst, p.Family)
@@ -368,7 +368,7 @@ func (d *Decoder) reply(dst, orig []byte, dropped, r Packet, eth bool) ([]byte, 
 		}
 		ls = append(ls, gopacket.Payload(quote))
 	default:
-		return dst, fmt.Errorf("%w: a reply of protocol %d", ErrUnsupported, r.Proto)
+		return dst, fmt.Errorf("%w: a reply of protocol %d", ErrNotModelled, r.Proto)
 	}
 	d.replyLayers = ls[:0]
 	if err := gopacket.SerializeLayers(d.buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {

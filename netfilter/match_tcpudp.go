@@ -161,7 +161,7 @@ func setPorts(mod, opt string, inv bool, args []string, r **PortRange, invp *boo
 		// iptables-nft stores "! 0:N" as the complement N+1:65535 and
 		// prints it that way (recorded with iptables 1.8.9).
 		if pr.Hi == 65535 {
-			return fmt.Errorf("%w: %s: \"! --%s 0:65535\" (iptables-nft drops the whole match when printing it)", ErrUnsupported, mod, opt)
+			return fmt.Errorf("%w: %s: \"! --%s 0:65535\" (iptables-nft drops the whole match when printing it)", ErrNotModelled, mod, opt)
 		}
 		pr, inv = PortRange{pr.Hi + 1, 65535}, false
 	}

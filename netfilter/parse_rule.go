@@ -387,7 +387,7 @@ func parseAddrMask(f Family, s string) (netip.Prefix, error) {
 			}
 			ones, ok := maskOnes(m)
 			if !ok {
-				return netip.Prefix{}, fmt.Errorf("%w: non-contiguous mask %q", ErrUnsupported, maskPart)
+				return netip.Prefix{}, fmt.Errorf("%w: non-contiguous mask %q", ErrNotModelled, maskPart)
 			}
 			bits = ones
 		default:

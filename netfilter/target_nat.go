@@ -216,7 +216,7 @@ func parseNATPorts(mod, opt, s string, withBase bool) (lo, hi uint16, err error)
 		return 0, 0, badValue(mod, opt, s, "a port range PORT-PORT (use a dash, not a colon)")
 	}
 	if hasBase && !withBase {
-		return 0, 0, fmt.Errorf("%w: %s: shifted port range %q in %s", ErrUnsupported, mod, s, opt)
+		return 0, 0, fmt.Errorf("%w: %s: shifted port range %q in %s", ErrNotModelled, mod, s, opt)
 	}
 	// iptables 1.8.9 first reads the whole spec as one port, a number or a
 	// service name of any protocol (--to-ports ftp-data is 20); otherwise
