@@ -24,8 +24,13 @@
 //     Calico natOutgoing, Docker's bridge network).
 //   - render: a table of a ruleset drawn as a Graphviz graph, with a traced
 //     packet's path.
-//   - pwtest: helpers for tests of rules: probability assertions over
-//     Host.Explain and generators for property tests.
+//   - netfilter/netfiltertest: helpers for tests of rules, importing no
+//     Kubernetes package: a tracing host on a manual clock, a packet's
+//     reply, whether a rule matched, a trace printer, probability
+//     assertions over Host.Explain, and generators of packets and
+//     rulesets for property tests.
+//   - kubeproxy/kubeproxytest: generators of the Services and
+//     EndpointSlices kube-proxy reads, for property tests.
 //   - cmd/packetwalk: the command line over node snapshots.
 //   - examples/aks-kubenet, examples/calico-masquerade,
 //     examples/day-in-the-life, examples/localhost-nodeport,

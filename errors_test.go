@@ -26,7 +26,7 @@ func TestNotModelled(t *testing.T) {
 		}
 	}
 	rs := netfilter.NewRuleset(netfilter.IPv4)
-	err := rs.Exec("-A INPUT -p tcp -m tcp ! --sport 0:65535 -j DROP")
+	err := rs.Exec("-A INPUT ! -p tcp -m tcp --dport 1 -j DROP")
 	var pe *netfilter.ParseError
 	if !errors.As(err, &pe) || !errors.Is(err, inet.ErrNotModelled) {
 		t.Errorf("netfilter refusal: %v", err)

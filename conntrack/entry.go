@@ -1,10 +1,11 @@
 package conntrack
 
 import (
-	"github.com/packetwalk/packetwalk/inet"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Clock is the time source of a [Table]. Tests pass a manual clock.
@@ -152,7 +153,10 @@ type Entry struct {
 	Status          Status
 	TCPState        TCPState // TCPNone for non-TCP entries
 	Mark            uint32
-	Counters        [2]Counter // indexed by Dir
+	// Labels are the connection's 128 label bits (bit n of Labels[n/64]),
+	// which iptables -m connlabel tests and sets.
+	Labels   [2]uint64
+	Counters [2]Counter // indexed by Dir
 	// Expires is when the entry times out (confirmed entries). Printed as
 	// the remaining whole seconds, rounded down, as the kernel does.
 	Expires time.Time

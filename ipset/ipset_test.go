@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 func restoreText(t *testing.T, text string) (*Registry, *fakeClock) {
@@ -87,6 +88,8 @@ func TestErrors(t *testing.T) {
 		{"add N 10.0.0.0/33", ErrSyntax, "Syntax error: '33' is out of range 0-32"},
 		{"add I foo", ErrSyntax, "Syntax error: cannot parse foo: resolving to IPv4 address failed"},
 		{"add I6 1.2.3.4", ErrSyntax, "Syntax error: cannot parse 1.2.3.4: resolving to IPv6 address failed"},
+		// ipset 7.17 refuses an IPv4-mapped address in an inet set.
+		{"add I ::ffff:10.9.9.9", ErrSyntax, "Syntax error: cannot parse ::ffff:10.9.9.9: resolving to IPv4 address failed"},
 		{"add I6 2001:db8::/126", ErrSyntax, "Syntax error: plain IP address must be supplied: 2001:db8::/126"},
 		{"add I 1.2.3.4 nomatch", ErrSyntax, "Unknown argument: `nomatch'"},
 		{"add I 1.2.3.4 timeout 3", ErrNoTimeout, "Timeout cannot be used: set was created without timeout support"},

@@ -1,12 +1,13 @@
 package ipset
 
 import (
-	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Set is one ipset. Obtain it from a Registry; the pointer stays valid for
@@ -313,7 +314,11 @@ func (s *Set) keyFromPacket(pk Key) (ekey, bool) {
 			if i > 0 {
 				a = pk.Addr2
 			}
-			a = a.Unmap()
+			if s.family == 4 {
+				// An inet6 set looks the 16 bytes up, IPv4-mapped
+				// ones included; an inet set the IPv4 address.
+				a = a.Unmap()
+			}
 			if !a.IsValid() || (a.Is4() != (s.family == 4)) {
 				return k, false
 			}

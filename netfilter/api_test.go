@@ -76,8 +76,8 @@ func TestContradictoryPacketIsRefused(t *testing.T) {
 		{"ports without a protocol", func(p *Packet) { p.Proto, p.TCPFlags, p.SrcPort = 0, 0, 0 }, "DstPort", "protocol 0 (Proto unset) has no ports"},
 		{"tcp flags on udp", func(p *Packet) { p.Proto = inet.UDP }, "TCPFlags", "protocol udp is not tcp"},
 		{"icmp type on tcp", func(p *Packet) { p.ICMPType = 8 }, "ICMPType", "protocol tcp is not icmp or ipv6-icmp"},
-		{"icmp in IPv6", func(p *Packet) { *p = ICMP(a("fd00:10::2"), a("fd00:10::1"), 128, 0); p.Proto = inet.ICMP }, "Proto", "icmp in an IPv6 packet (ICMPv6 is ProtoICMPv6)"},
-		{"icmpv6 in IPv4", func(p *Packet) { *p = ICMP(a("192.168.10.2"), a("192.168.10.1"), 8, 0); p.Proto = inet.ICMPv6 }, "Proto", "ipv6-icmp in an IPv4 packet (ICMP is ProtoICMP)"},
+		{"icmp in IPv6", func(p *Packet) { *p = ICMP(a("fd00:10::2"), a("fd00:10::1"), 128, 0); p.Proto = inet.ICMP }, "Proto", "icmp in an IPv6 packet (ICMPv6 is inet.ICMPv6)"},
+		{"icmpv6 in IPv4", func(p *Packet) { *p = ICMP(a("192.168.10.2"), a("192.168.10.1"), 8, 0); p.Proto = inet.ICMPv6 }, "Proto", "ipv6-icmp in an IPv4 packet (ICMP is inet.ICMP)"},
 		{"negative length", func(p *Packet) { p.Length = -1 }, "Length", "negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -90,10 +90,18 @@ type program struct {
 func needsConntrack(module string) bool {
 	switch module {
 	case "conntrack", "state", "connmark", "CONNMARK", "CT", "NOTRACK",
-		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "helper", "connlimit":
+		"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "helper", "connlimit",
+		"connbytes", "connlabel", "cluster":
 		return true
 	}
 	return false
+}
+
+// unmodelled is implemented by matches that load and print but whose
+// test, with some options, reads state the model has no source for; a
+// non-empty reason makes compile refuse the ruleset, naming the match.
+type unmodelled interface {
+	unmodelled() string
 }
 
 // compile turns a ruleset into a program, validating the tables that
@@ -131,6 +139,12 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 				ct.rules = append(ct.rules, crule{rule: r, chain: c, num: int32(i + 1), kind: vContinue, src: r.IP.Src, dst: r.IP.Dst,
 					matches: r.Matches[m0:m1:m1], m0: int32(m0)})
 				cr := &ct.rules[len(ct.rules)-1]
+				if r.IP.SrcMask.IsValid() {
+					cr.src = netip.Prefix{} // matchIP tests the mask
+				}
+				if r.IP.DstMask.IsValid() {
+					cr.dst = netip.Prefix{}
+				}
 				switch tg := r.Target.(type) {
 				case nil:
 				case *VerdictTarget:
@@ -165,6 +179,11 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 				for k, m := range r.Matches {
 					if needsConntrack(m.Module()) {
 						p.conntrack = true
+					}
+					if u, ok := m.(unmodelled); ok {
+						if why := u.unmodelled(); why != "" {
+							return nil, &ruleError{r, fmt.Errorf("%w: -m %s in table %s chain %s rule %d: %s", ErrNotModelled, m.Module(), t.id, c.Name, i+1, why)}
+						}
 					}
 					switch m := m.(type) {
 					case *SetMatch:
@@ -243,8 +262,8 @@ func isComment(m Match) bool {
 	return ok
 }
 
-// chainDepth returns the longest chain of jumps below any chain of ct,
-// which validation has proven free of loops. It follows the resolved jump
+// chainDepth returns the longest chain of jumps below a base chain of
+// ct, which validation has proven free of loops. It follows the resolved jump
 // indexes, so it needs no lookup by name.
 func chainDepth(ct *ctable) int {
 	memo := make([]int32, len(ct.rules)) // by chain start; 0 = not yet, else depth+1
@@ -262,10 +281,12 @@ func chainDepth(ct *ctable) int {
 		memo[start] = int32(d + 1)
 		return d
 	}
+	// From the base chains only: chains out of their reach may loop, and
+	// nest as deep as they like (iptables-nft accepts both).
 	d := 0
-	for i := range ct.rules {
-		if i == 0 || ct.rules[i-1].end {
-			d = max(d, depth(i))
+	for _, e := range ct.entry {
+		if e >= 0 {
+			d = max(d, depth(e))
 		}
 	}
 	return d
@@ -290,6 +311,12 @@ func (r *crule) matchIP(p *Packet) bool {
 		return false
 	}
 	if r.dst.IsValid() && r.dst.Contains(p.Dst) == ip.InvDst {
+		return false
+	}
+	if ip.SrcMask.IsValid() && maskedEqual(p.Src, ip.SrcMask, ip.Src.Addr()) == ip.InvSrc {
+		return false
+	}
+	if ip.DstMask.IsValid() && maskedEqual(p.Dst, ip.DstMask, ip.Dst.Addr()) == ip.InvDst {
 		return false
 	}
 	if ip.In != "" && ifaceMatch(ip.In, p.In) == ip.InvIn {

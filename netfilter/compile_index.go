@@ -1,8 +1,9 @@
 package netfilter
 
 import (
-	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // minIndexRun is the shortest run of rules worth a dispatch map: below it
@@ -56,7 +57,7 @@ const (
 // else, since any other match could have state or effects of its own.
 func classify(r *Rule) (indexClass, dispatchKey) {
 	ip := &r.IP
-	if !ip.Dst.IsValid() || ip.InvDst || ip.Dst.Bits() != ip.Dst.Addr().BitLen() {
+	if !ip.Dst.IsValid() || ip.InvDst || ip.Dst.Bits() != ip.Dst.Addr().BitLen() || ip.DstMask.IsValid() {
 		return notIndexed, dispatchKey{}
 	}
 	k := dispatchKey{dst: ip.Dst.Addr()}
@@ -66,7 +67,7 @@ func classify(r *Rule) (indexClass, dispatchKey) {
 		}
 		k.proto = ip.Proto
 	}
-	if ip.Src.IsValid() || ip.In != "" || ip.Out != "" || ip.Fragment != AnyFragment {
+	if ip.Src.IsValid() || ip.SrcMask.IsValid() || ip.In != "" || ip.Out != "" || ip.Fragment != AnyFragment {
 		return byDst, k
 	}
 	var port *PortRange
@@ -81,7 +82,7 @@ func classify(r *Rule) (indexClass, dispatchKey) {
 			}
 			port = m.DstPorts
 		case *UDPMatch:
-			if port != nil || k.proto != inet.UDP || m.Lite || m.InvDstPorts || m.SrcPorts != nil && (m.InvSrcPorts || *m.SrcPorts != anyPorts) {
+			if port != nil || k.proto != inet.UDP || m.InvDstPorts || m.SrcPorts != nil && (m.InvSrcPorts || *m.SrcPorts != anyPorts) {
 				return byDst, k
 			}
 			port = m.DstPorts

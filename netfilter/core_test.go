@@ -51,12 +51,14 @@ func TestRestoreErrorsNameTheLine(t *testing.T) {
 		{"unknown option", "*filter\n-A INPUT -p tcp --bogus 1 -j ACCEPT\nCOMMIT\n", 2, ErrUnknownOption},
 		{"bad address", "*filter\n-A INPUT -s 10.0.0.300 -j ACCEPT\nCOMMIT\n", 2, ErrBadValue},
 		{"bad port", "*filter\n-A INPUT -p tcp --dport 99999 -j ACCEPT\nCOMMIT\n", 2, ErrBadValue},
-		{"loop", "*filter\n:A - [0:0]\n:B - [0:0]\n-A A -j B\n-A B -j A\nCOMMIT\n", 5, ErrLoop},
-		{"no commit", "*filter\n-A INPUT -j ACCEPT\n", 2, ErrSyntax},
+		{"loop", "*filter\n:A - [0:0]\n:B - [0:0]\n-A INPUT -j A\n-A A -j B\n-A B -j A\nCOMMIT\n", 6, ErrLoop},
+		// iptables-restore: "COMMIT expected at line 3".
+		{"no commit", "*filter\n-A INPUT -j ACCEPT\n", 3, ErrSyntax},
 		{"-o in INPUT", "*filter\n-A INPUT -o eth0 -j ACCEPT\nCOMMIT\n", 2, ErrNotAllowed},
 		{"tcp without -p", "*filter\n-A INPUT -m tcp --dport 80 -j ACCEPT\nCOMMIT\n", 2, ErrNotAllowed},
 		{"table flag", "*filter\n-t nat -A INPUT -j ACCEPT\nCOMMIT\n", 2, ErrNotAllowed},
-		{"user chain policy", "*filter\n:X DROP [0:0]\nCOMMIT\n", 2, ErrBadValue},
+		{"user chain without policy", "*filter\n:X\nCOMMIT\n", 2, ErrSyntax},
+		{"bad built-in policy", "*filter\n:INPUT RETURN [0:0]\nCOMMIT\n", 2, ErrBadValue},
 		{"unterminated quote", "*filter\n-A INPUT -m comment --comment \"x\nCOMMIT\n", 2, ErrSyntax},
 	}
 	for _, c := range cases {
@@ -121,7 +123,13 @@ func TestInvertedPortRangeFromZero(t *testing.T) {
 	b, err := rs.AppendRules(nil, Filter, "INPUT", 0, false)
 	require.NoError(t, err)
 	assert.Equal(t, "-P INPUT ACCEPT\n-A INPUT -p tcp -m tcp --sport 6:65535\n-A INPUT -p udp -m udp --dport 65535\n-A INPUT -p tcp -m tcp ! --sport 5:65535\n", string(b))
-	assert.ErrorIs(t, rs.Exec("-A INPUT -p tcp ! --dport 0:65535"), ErrNotModelled)
+	// "! 0:65535" is left out of the rule: it matches every port and, being
+	// the match's only option, hides the whole match.
+	rs2 := NewRuleset(IPv4)
+	rs2.MustExec("-A INPUT -p tcp ! --dport 0:65535", "-A INPUT -p udp -m udp ! --sport 0:65535 --dport 5")
+	b, err = rs2.AppendRules(nil, Filter, "INPUT", 0, false)
+	require.NoError(t, err)
+	assert.Equal(t, "-P INPUT ACCEPT\n-A INPUT -p tcp\n-A INPUT -p udp -m udp --dport 5\n", string(b))
 	assert.ErrorIs(t, rs.Exec("-A INPUT -i! -j ACCEPT"), ErrBadValue)
 }
 

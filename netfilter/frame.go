@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
 	"github.com/packetwalk/packetwalk/inet"
 )
 
@@ -155,6 +156,7 @@ func (d *Decoder) run(p *gopacket.DecodingLayerParser, data []byte) (Packet, err
 		// panic) is still refused, never passed silently.
 		return Packet{}, &FrameError{Offset: d.off, Layer: "frame", Err: err}
 	}
+	d.extFields()
 	return d.pkt, nil
 }
 
@@ -328,13 +330,21 @@ func (l *ip6Layer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 		return badHeader(off, "IPv6", "version %d, want 6", v)
 	}
 	plen := int(binary.BigEndian.Uint16(data[4:6]))
-	if plen == 0 {
+	if plen == 0 && data[6] == 0 {
+		// Only a hop-by-hop header can carry the jumbo payload option;
+		// otherwise a zero payload length is an empty payload (next
+		// header 59, say).
 		return &FrameError{Offset: off + 4, Layer: "IPv6", Err: fmt.Errorf("%w: payload length 0 (jumbogram)", ErrNotModelled)}
 	}
 	if len(data) < 40+plen {
 		return truncated(off, "IPv6", 40+plen, len(data))
 	}
-	if err := l.IPv6.DecodeFromBytes(data[:40+plen], df); err != nil {
+	if plen == 0 {
+		// gopacket takes any zero length for a jumbogram; here there is
+		// no hop-by-hop header, so the payload is just empty.
+		l.IPv6 = layers.IPv6{Version: 6, TrafficClass: data[0]<<4 | data[1]>>4, NextHeader: layers.IPProtocol(data[6]), HopLimit: data[7],
+			SrcIP: data[8:24], DstIP: data[24:40], BaseLayer: layers.BaseLayer{Contents: data[:40]}}
+	} else if err := l.IPv6.DecodeFromBytes(data[:40+plen], df); err != nil {
 		return &FrameError{Offset: off + 40, Layer: "IPv6 hop-by-hop", Err: fmt.Errorf("%w: %v", ErrBadHeader, err)}
 	}
 	p := &d.pkt
@@ -479,6 +489,9 @@ func (l *tcpLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 // malformed length leaves SACKEnd at the ack number).
 func tcpOptionValue(p *Packet, kind uint8, opt []byte) {
 	switch {
+	case kind == 2 && len(opt) == 4:
+		// The MSS option as xt_tcpmss reads it: kind 2, length 4.
+		p.MSS = binary.BigEndian.Uint16(opt[2:4])
 	case kind == 3 && len(opt) == 3:
 		p.WScale = opt[2]
 	case kind == 5:

@@ -10,9 +10,10 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
-	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 var (
@@ -112,18 +113,18 @@ func sampleFrames(t testing.TB) []sampleFrame {
 	return []sampleFrame{
 		{"tcp syn with options", tcpSYN, false, with(base4, func(p *Packet) {
 			p.Proto, p.SrcPort, p.DstPort, p.TCPFlags, p.Length, p.TCPOptions = inet.TCP, 40001, 80, inet.SYN, 20+32+5, tcpOpts
-			p.Seq, p.Window, p.WScale, p.TCPHeaderLen = 1000, 64240, 7, 32
+			p.Seq, p.Window, p.WScale, p.TCPHeaderLen, p.MSS = 1000, 64240, 7, 32, 1460
 		})},
 		{"raw ipv4 tcp", rawTCP, true, with(base4, func(p *Packet) {
 			p.Proto, p.SrcPort, p.DstPort, p.TCPFlags, p.Length, p.TCPOptions = inet.TCP, 40001, 80, inet.SYN, 20+32+5, tcpOpts
-			p.Seq, p.Window, p.WScale, p.TCPHeaderLen = 1000, 64240, 7, 32
+			p.Seq, p.Window, p.WScale, p.TCPHeaderLen, p.MSS = 1000, 64240, 7, 32, 1460
 			p.SrcMAC, p.HasMAC, p.PktType = [6]byte{}, false, PktAuto
 		})},
 		{"udp ipv6", udp6, false, Packet{Family: IPv6, Proto: inet.UDP, Src: a("fd00::2"), Dst: a("fd00::1"), SrcPort: 5353, DstPort: 53,
-			Length: 40 + 9, IPHeaderLen: 40, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}},
+			Length: 40 + 9, IPHeaderLen: 40, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast, IPv6Exts: ExtProto}},
 		{"icmp echo", echo4, false, with(base4, func(p *Packet) { p.Proto, p.ICMPType, p.ICMPID, p.Length = inet.ICMP, 8, 77, 20+8+4 })},
 		{"icmpv6 echo", echo6, false, Packet{Family: IPv6, Proto: inet.ICMPv6, Src: a("fd00::2"), Dst: a("fd00::1"), ICMPType: 128, ICMPID: 9,
-			Length: 40 + 9, IPHeaderLen: 40, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}},
+			Length: 40 + 9, IPHeaderLen: 40, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast, IPv6Exts: ExtProto}},
 		{"sctp init", sctp, false, with(base4, func(p *Packet) {
 			p.Proto, p.SrcPort, p.DstPort, p.Length = inet.SCTP, 3000, 3868, 20+12+24
 			p.SCTPChunks[0], p.SCTPChunks[1], p.NumSCTPChunks = SCTPChunk{Type: 1}, SCTPChunk{Type: 2}, 2
@@ -135,6 +136,7 @@ func sampleFrames(t testing.TB) []sampleFrame {
 		{"ipv4 options skipped", withOpt, false, with(base4, func(p *Packet) { p.Proto, p.SrcPort, p.DstPort, p.Length, p.IPHeaderLen = inet.UDP, 1, 2, 24+8, 24 })},
 		{"non-first fragment", fragment, false, with(base4, func(p *Packet) { p.Proto, p.FragOffset, p.Length = inet.UDP, 185, 20+16 })},
 		{"ipv6 non-first fragment", frag6, false, Packet{Family: IPv6, Proto: inet.UDP, Src: a("fd00::2"), Dst: a("fd00::1"), FragOffset: 185,
+			IPv6Exts: ExtFragment | ExtProto, FragID: 1,
 			Length: 40 + 16, IPHeaderLen: 48, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}},
 		{"broadcast", bcast, false, with(base4, func(p *Packet) {
 			p.Dst, p.Proto, p.SrcPort, p.DstPort, p.Length, p.PktType = a("192.168.10.255"), inet.UDP, 68, 67, 28, PktBroadcast

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
 	"github.com/packetwalk/packetwalk/inet"
 )
 
@@ -65,6 +66,10 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 			if o.Family == IPv4 {
 				w.udpCk[0] = l4Ck // zero means "no checksum"
 			}
+		case 33: // DCCP: its checksum covers the pseudo-header too
+			if d.l3end-l4 >= 12 {
+				l4Ck, pseudo = l4+6, true
+			}
 		case inet.ICMP:
 			l4Ck = l4 + 2
 		case inet.ICMPv6:
@@ -111,6 +116,11 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 		}
 	case inet.UDP:
 		w.set(l4, ports[:], l4Ck, -1)
+	case 33:
+		// Ports are decoded from a full DCCP generic header only.
+		if d.l3end-l4 >= 12 {
+			w.set(l4, ports[:], l4Ck, -1)
+		}
 	case inet.SCTP:
 		copy(w.b[l4:], ports[:])
 		if !d.fragmented() {

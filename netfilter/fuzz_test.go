@@ -36,6 +36,13 @@ func FuzzRestore(f *testing.F) {
 			}
 			save1 := rs.AppendSave(nil, SaveOptions{Counters: true})
 			rs2, err := ParseRestore(fam, save1)
+			if err != nil && strings.Contains(err.Error(), `"--cluster-local-nodemask"`) {
+				// iptables 1.8.9 prints the node mask (0x00000040 for
+				// --cluster-local-node 7) but reads the option back
+				// with the range of a node number, 1-32: its own save
+				// of "--cluster-local-node 32" does not restore either.
+				continue
+			}
 			if err != nil {
 				t.Fatalf("%s: accepted input prints a save we refuse: %v\ninput:\n%s\nsave:\n%s", fam, err, in, save1)
 			}

@@ -25,7 +25,6 @@ func TestHandBuiltMatches(t *testing.T) {
 		{"-p tcp -m tcp --tcp-flags SYN,ACK SYN", inet.TCP, &TCPMatch{FlagsMask: inet.SYN | inet.ACK, FlagsCmp: inet.SYN}},
 		{"-p udp -m udp --dport 53", inet.UDP, &UDPMatch{DstPorts: Port(53)}},
 		{"-p udp -m udp ! --sport 53 ! --dport 54", inet.UDP, &UDPMatch{SrcPorts: Port(53), InvSrcPorts: true, DstPorts: Port(54), InvDstPorts: true}},
-		{"-p udplite -m udplite --dport 5000", inet.UDPLite, &UDPMatch{DstPorts: Port(5000), Lite: true}},
 		{"-p sctp -m sctp --dport 3868", inet.SCTP, &SCTPMatch{DstPorts: Port(3868)}},
 		{"-p sctp -m sctp ! --sport 1:100", inet.SCTP, &SCTPMatch{SrcPorts: Ports(1, 100), InvSrcPorts: true}},
 		{"-m mark --mark 0x4000", 0, &MarkMatch{Value: 0x4000}},

@@ -71,6 +71,9 @@ type HostConfig struct {
 type Interface struct {
 	Name  string
 	Addrs []netip.Prefix
+	// Group is the device group (ip link set DEV group N, -m devgroup);
+	// 0, the default group, unless set.
+	Group uint32
 }
 
 // RouteType is the kind of a route, as ip route prints it.
@@ -350,12 +353,19 @@ func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 	return nil
 }
 
+// hostObjects are the sets and nfacct objects of a host, which its rules
+// may name.
+type hostObjects struct{ h *Host }
+
+func (o hostObjects) hasSet(name string) bool    { return o.h.sets.Get(name) != nil }
+func (o hostObjects) hasNFAcct(name string) bool { return o.h.nfacct[name] != nil }
+
 // Restore applies iptables-restore input to the host's IPv4 ruleset, or to
 // the IPv6 one when f is IPv6.
 func (h *Host) Restore(f Family, data []byte, opt RestoreOptions) error {
 	rs := h.rules[famIdx(f)].Clone()
 	var committed [numTables]*validated
-	err := rs.restore(data, opt, &committed)
+	err := rs.restore(data, opt, &committed, hostObjects{h})
 	// Tables committed before an error stay, as in the kernel.
 	if lerr := h.load(rs, committed); lerr != nil && err == nil {
 		err = lerr

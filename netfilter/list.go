@@ -144,13 +144,13 @@ func (rs *Ruleset) appendListRule(b []byte, num int, r *Rule, opt ListOptions) [
 		b = appendIface(b, ip.Out, ip.InvOut, opt.Numeric)
 		b = append(b, ' ')
 	}
-	b = rs.appendListAddr(b, ip.Src, ip.InvSrc, opt.Numeric)
-	b = rs.appendListAddr(b, ip.Dst, ip.InvDst, opt.Numeric)
+	b = rs.appendListAddr(b, ip.Src, ip.SrcMask, ip.InvSrc, opt.Numeric)
+	b = rs.appendListAddr(b, ip.Dst, ip.DstMask, ip.InvDst, opt.Numeric)
 
 	if j, ok := r.Target.(*JumpTarget); ok && j.Goto {
 		b = append(b, "[goto] "...)
 	}
-	for _, m := range r.Matches {
+	for _, m := range shownMatches(r) {
 		b = m.appendList(b, opt.Numeric)
 	}
 	if r.Target != nil {
@@ -195,7 +195,7 @@ func appendIface(b []byte, name string, inv, numeric bool) []byte {
 
 // appendListAddr appends an inversion character and an address column
 // padded to 19 and followed by a space.
-func (rs *Ruleset) appendListAddr(b []byte, p netip.Prefix, inv, numeric bool) []byte {
+func (rs *Ruleset) appendListAddr(b []byte, p netip.Prefix, mask netip.Addr, inv, numeric bool) []byte {
 	b = append(b, invChar(inv))
 	start := len(b)
 	switch {
@@ -219,7 +219,10 @@ func (rs *Ruleset) appendListAddr(b []byte, p netip.Prefix, inv, numeric bool) [
 		} else {
 			b = appendLibcAddr(b, a)
 		}
-		if p.Bits() != a.BitLen() {
+		if mask.IsValid() {
+			b = append(b, '/')
+			b = appendLibcAddr(b, mask)
+		} else if p.Bits() != a.BitLen() {
 			b = append(b, '/')
 			b = strconv.AppendInt(b, int64(p.Bits()), 10)
 		}
@@ -260,6 +263,17 @@ func appendLibcPrefix(b []byte, p netip.Prefix) []byte {
 	b = appendLibcAddr(b, p.Addr())
 	b = append(b, '/')
 	return strconv.AppendInt(b, int64(p.Bits()), 10)
+}
+
+// appendLibcMasked is appendLibcPrefix, or "ADDR/MASK" for a
+// non-contiguous mask, as iptables prints it.
+func appendLibcMasked(b []byte, p netip.Prefix, mask netip.Addr) []byte {
+	if !mask.IsValid() {
+		return appendLibcPrefix(b, p)
+	}
+	b = appendLibcAddr(b, p.Addr())
+	b = append(b, '/')
+	return appendLibcAddr(b, mask)
 }
 
 // appendLibcAddr appends an address as glibc's inet_ntop writes it, which

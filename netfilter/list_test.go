@@ -125,7 +125,7 @@ func TestAppendListAddresses(t *testing.T) {
 			p = netip.MustParsePrefix(c.prefix)
 		}
 		rs := NewRuleset(c.family)
-		got := string(rs.appendListAddr(nil, p, false, c.numeric))
+		got := string(rs.appendListAddr(nil, p, netip.Addr{}, false, c.numeric))
 		assert.Equal(t, " "+c.want+spaces(19-len(c.want))+" ", got, "%s numeric=%v", c.prefix, c.numeric)
 	}
 }

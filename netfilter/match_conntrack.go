@@ -61,14 +61,18 @@ func (s CTStates) String() string {
 	return strings.Join(parts, ",")
 }
 
+// parseCTState parses --state and --ctstate lists. As libxt_conntrack
+// does, each comma-separated word may be any prefix of a state's name, in
+// any case ("e,r" is ESTABLISHED,RELATED); an empty word is refused.
 func parseCTState(s string, withNAT bool) (CTStates, bool) {
 	var st CTStates
 	for _, part := range strings.Split(s, ",") {
 		found := false
 		for _, n := range ctStateNames {
-			if n.name == part && (withNAT || n.s&ctNATStates == 0) {
+			if (withNAT || n.s&ctNATStates == 0) && isNamePrefix(part, n.name) {
 				st |= n.s
 				found = true
+				break
 			}
 		}
 		if !found {
@@ -76,6 +80,13 @@ func parseCTState(s string, withNAT bool) (CTStates, bool) {
 		}
 	}
 	return st, true
+}
+
+// isNamePrefix reports whether word is a non-empty prefix of name, case
+// ignored: the strncasecmp(word, name, len(word)) test of the iptables
+// extensions that take lists of names.
+func isNamePrefix(word, name string) bool {
+	return word != "" && len(word) <= len(name) && strings.EqualFold(word, name[:len(word)])
 }
 
 // ctStatusNames are the conntrack.Status bits --ctstatus names, in
@@ -100,6 +111,10 @@ type ctInfo struct {
 }
 
 // ConntrackMatch is "-m conntrack". Fields left zero are not tested.
+//
+// Build it by parsing a rule (Ruleset.Exec, Restore): which tests are
+// given and which are inverted is unexported state the parser sets, so a
+// value built in Go tests nothing and matches every packet.
 type ConntrackMatch struct {
 	State                    CTStates
 	Proto                    inet.Proto
@@ -160,7 +175,7 @@ func init() {
 	registerMatch(&module{name: "state", opts: []option{{name: "state", args: 1, invert: true}},
 		newBuilder: func(*ruleCtx) builder { return &StateMatch{} }})
 	registerMatch(&module{name: "connmark", opts: []option{{name: "mark", args: 1, invert: true}},
-		newBuilder: func(*ruleCtx) builder { return &ConnmarkMatch{} }})
+		newBuilder: func(*ruleCtx) builder { return &connmarkBuilder{} }})
 }
 
 // Module implements Match.
@@ -192,15 +207,40 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 			return bad("states INVALID, NEW, RELATED, ESTABLISHED, UNTRACKED, SNAT, DNAT")
 		}
 	case "ctproto":
+		// iptables 1.8.9 takes protocol 0 ("all", "0"): it prints
+		// "--ctproto 0" and the rule matches no connection.
 		p, ok := inet.ParseProto(strings.ToLower(v))
-		if !ok || p == 0 {
+		if !ok {
 			return bad("a protocol name or number")
 		}
 		m.Proto = p
 	case "ctorigsrc", "ctorigdst", "ctreplsrc", "ctrepldst":
-		pfx, err := parseAddrMask(c.family, v)
+		// A prefix length here is a strtoul number ("/033" is 27, "/0x10"
+		// 16); for IPv4, iptables 1.8.9 takes any 32-bit length and treats
+		// one over 32 as 32, for IPv6 it refuses one over 128.
+		if as, ms, ok := strings.Cut(v, "/"); ok && ms != "" && !strings.ContainsAny(ms, ".:") {
+			n, ok := parseCUint(ms, 0xffffffff)
+			if !ok || c.family == IPv6 && n > 128 {
+				return bad("ADDRESS[/MASK]")
+			}
+			if c.family == IPv4 {
+				n = min(n, 32)
+			}
+			v = as + "/" + strconv.FormatUint(n, 10)
+		}
+		pfx, mask, err := parseAddrMask(c.family, v)
 		if err != nil {
 			return err
+		}
+		if mask.IsValid() {
+			return fmt.Errorf("%w: conntrack --%s with a non-contiguous mask %q", ErrNotModelled, opt, v)
+		}
+		// The match keeps the address as given, host bits included, and
+		// iptables prints it so ("--ctorigdst 10.1.2.3/8"); the test masks
+		// both sides, as netip.Prefix.Contains does.
+		as, _, _ := strings.Cut(v, "/")
+		if a, err := netip.ParseAddr(as); err == nil && a.BitLen() == pfx.Addr().BitLen() {
+			pfx = netip.PrefixFrom(a, pfx.Bits())
 		}
 		switch opt {
 		case "ctorigsrc":
@@ -213,9 +253,9 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 			m.ReplDst = pfx
 		}
 	case "ctorigsrcport", "ctorigdstport", "ctreplsrcport", "ctrepldstport":
-		r, ok := parseNumRange(v)
+		r, ok := parseCTPortRange(v)
 		if !ok {
-			return bad("a port or a range PORT:PORT")
+			return bad("a port, a service name or a range PORT:PORT")
 		}
 		switch opt {
 		case "ctorigsrcport":
@@ -229,14 +269,15 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 		}
 	case "ctstatus":
 		for _, part := range strings.Split(v, ",") {
-			if part == "NONE" {
+			if isNamePrefix(part, "NONE") {
 				continue
 			}
 			found := false
 			for _, n := range ctStatusNames {
-				if n.name == part {
+				if isNamePrefix(part, n.name) {
 					m.Status |= n.s
 					found = true
+					break
 				}
 			}
 			if !found {
@@ -244,44 +285,66 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 			}
 		}
 	case "ctexpire":
+		// A uint32 range as strtoul reads each end; an empty end is 0 or
+		// the maximum, and a reversed range is kept (it never matches).
 		lo, hi, isRange := strings.Cut(v, ":")
-		a, err1 := strconv.ParseUint(lo, 10, 32)
-		b := a
-		var err2 error
-		if isRange {
-			b, err2 = strconv.ParseUint(hi, 10, 32)
+		a, b := uint64(0), uint64(0xffffffff)
+		ok1, ok2 := lo == "" && isRange, hi == ""
+		if lo != "" {
+			a, ok1 = parseCUint(lo, 0xffffffff)
 		}
-		if err1 != nil || err2 != nil || b < a {
+		if !isRange {
+			b, ok2 = a, true
+		} else if hi != "" {
+			b, ok2 = parseCUint(hi, 0xffffffff)
+		}
+		if !ok1 || !ok2 {
 			return bad("seconds or a range MIN:MAX")
 		}
 		m.ExpireLo, m.ExpireHi = uint32(a), uint32(b)
 	case "ctdir":
-		if v != "ORIGINAL" && v != "REPLY" {
+		switch {
+		case strings.EqualFold(v, "ORIGINAL"):
+			m.Direction = "ORIGINAL"
+		case strings.EqualFold(v, "REPLY"):
+			m.Direction = "REPLY"
+		default:
 			return bad("ORIGINAL or REPLY")
 		}
-		m.Direction = v
 	}
 	return nil
 }
 
-// parseNumRange parses the conntrack match's "P" or "P:Q". iptables 1.8.9
-// reads each port as the udp match does (a decimal number truncated to 16
-// bits, or a service name of any protocol); -L prints numbers.
-func parseNumRange(v string) (PortRange, bool) {
-	lo, hi, isRange := strings.Cut(v, ":")
-	a, ok := parsePort(lo, "udp")
-	if !ok {
-		return PortRange{}, false
+// parseCTPortRange parses the --ct*port arguments as iptables 1.8.9 does:
+// "P", "P:Q", ":Q", "P:" or ":", each port a decimal number (a larger one
+// keeps its low 16 bits: 65536 is 0) or a service name; a reversed range
+// is kept (it never matches).
+func parseCTPortRange(v string) (PortRange, bool) {
+	port := func(s string) (uint16, bool) {
+		if s != "" && strings.Trim(s, "0123456789") == "" {
+			n, err := strconv.ParseUint(s, 10, 32)
+			return uint16(n), err == nil
+		}
+		return serviceAnyProto(s)
 	}
-	b := a
-	if isRange {
-		// iptables-nft also takes a reversed range (saved as written,
-		// matching nothing); packetwalk refuses it.
-		if b, ok = parsePort(hi, "udp"); !ok || b < a {
-			return PortRange{}, false
+	lo, hi, isRange := strings.Cut(v, ":")
+	if !isRange {
+		p, ok := port(v)
+		return PortRange{p, p}, ok
+	}
+	r := PortRange{0, 65535}
+	var ok bool
+	if lo != "" {
+		if r.Lo, ok = port(lo); !ok {
+			return r, false
 		}
 	}
-	return PortRange{a, b}, true
+	if hi != "" {
+		if r.Hi, ok = port(hi); !ok {
+			return r, false
+		}
+	}
+	return r, true
 }
 
 func (m *ConntrackMatch) done(*ruleCtx) (any, error) {
@@ -462,24 +525,6 @@ func (m *StateMatch) match(c *evalCtx) bool {
 	return (ctStateOf(c.conn())&m.State&^ctNATStates != 0) != m.Invert
 }
 
-// parseMarkMask parses "VALUE[/MASK]" (decimal, hex or octal, as strtoul).
-func parseMarkMask(s string) (v, mask uint32, ok bool) {
-	vs, ms, hasMask := strings.Cut(s, "/")
-	a, err := strconv.ParseUint(vs, 0, 32)
-	if err != nil {
-		return 0, 0, false
-	}
-	mask = 0xffffffff
-	if hasMask {
-		m, err := strconv.ParseUint(ms, 0, 32)
-		if err != nil {
-			return 0, 0, false
-		}
-		mask = uint32(m)
-	}
-	return uint32(a), mask, true
-}
-
 func appendMarkMask(b []byte, v, mask uint32) []byte {
 	b = append(b, "0x"...)
 	b = strconv.AppendUint(b, uint64(v), 16)
@@ -490,16 +535,28 @@ func appendMarkMask(b []byte, v, mask uint32) []byte {
 	return b
 }
 
-func (m *ConnmarkMatch) set(_ *ruleCtx, _ string, inv bool, args []string) error {
-	v, mask, ok := parseMarkMask(args[0])
+// connmarkBuilder parses -m connmark, whose --mark is mandatory.
+type connmarkBuilder struct {
+	m     ConnmarkMatch
+	given bool
+}
+
+func (b *connmarkBuilder) set(_ *ruleCtx, _ string, inv bool, args []string) error {
+	v, mask, ok := parseMarkArg(args[0])
 	if !ok {
 		return badValue("connmark", "--mark", args[0], "VALUE[/MASK]")
 	}
-	m.Value, m.Mask, m.Invert = v, mask, inv
+	b.m, b.given = ConnmarkMatch{Value: v, Mask: mask, Invert: inv}, true
 	return nil
 }
 
-func (m *ConnmarkMatch) done(*ruleCtx) (any, error) { return m, nil }
+func (b *connmarkBuilder) done(*ruleCtx) (any, error) {
+	if !b.given {
+		return nil, mustSpecify("connmark", "--mark")
+	}
+	m := b.m
+	return &m, nil
+}
 
 func (m *ConnmarkMatch) appendSave(b []byte) []byte {
 	b = appendNot(b, m.Invert)

@@ -21,6 +21,10 @@ const maxMultiportSlots = 15
 
 // MultiportMatch is "-m multiport [!] --sports|--dports|--ports LIST"
 // (revision 1, with ranges). It needs -p tcp, udp, udplite, sctp or dccp.
+//
+// Build it by parsing a rule (Ruleset.Exec, Restore) for -L output: the
+// rule's protocol, for service names, is unexported state the parser
+// sets; a value built in Go matches the same but -L lists numbers.
 type MultiportMatch struct {
 	Dir    MultiportDir
 	Ports  []PortRange
@@ -126,7 +130,7 @@ func parseServicePort(s, proto string) (uint16, bool) {
 	if p, ok := serviceByName(s, proto); ok {
 		return p, true
 	}
-	n, ok := parseCUint(s, 65535)
+	n, ok := parsePortNumber(s, 65535)
 	return uint16(n), ok
 }
 

@@ -29,6 +29,9 @@ type nfacctBuilder struct {
 
 func (b *nfacctBuilder) set(_ *ruleCtx, _ string, _ bool, args []string) error {
 	s := args[0]
+	if s == "" { // iptables: "Argument must have a minimum length of 1 characters"
+		return badValue("nfacct", "--nfacct-name", s, "a name of at least 1 character")
+	}
 	if len(s) > maxNFAcctNameLen {
 		s = s[:maxNFAcctNameLen]
 	}

@@ -4,9 +4,10 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Expected texts recorded with iptables 1.8.9 (nf_tables) after
@@ -41,7 +42,13 @@ func TestNFAcctMatchCountsIntoItsObject(t *testing.T) {
 	require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")))
 	rules := []byte("*filter\n-A INPUT -m nfacct --nfacct-name localhost_nps_accepted_pkts -j DROP\nCOMMIT\n")
 	// The kernel refuses a rule naming an object nobody created.
-	assert.ErrorIs(t, h.Restore(IPv4, rules, RestoreOptions{}), ErrNoSuchNFAcct)
+	err := h.Restore(IPv4, rules, RestoreOptions{})
+	assert.ErrorIs(t, err, ErrNoSuchNFAcct)
+	// Named at its line, like every restore error.
+	var pe *ParseError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 2, pe.Line)
+	assert.Equal(t, "localhost_nps_accepted_pkts", pe.Token)
 	require.NoError(t, h.AddNFAcct("localhost_nps_accepted_pkts"))
 	require.NoError(t, h.Restore(IPv4, rules, RestoreOptions{}))
 	res := h.Receive("eth0", Packet{Proto: inet.UDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("192.168.10.1"), SrcPort: 1, DstPort: 7, TTL: 64, Length: 28})

@@ -25,6 +25,9 @@ var recentModeNames = map[RecentMode][2]string{
 // RecentMatch is "-m recent": a list of recently seen addresses per name,
 // kept by the host (xt_recent). kube-proxy's ClientIP session affinity is
 // built on it.
+//
+// Build it by parsing a rule (Ruleset.Exec, Restore): the rule's family is
+// unexported state the parser sets, and a value built in Go lacks it.
 type RecentMatch struct {
 	Mode     RecentMode
 	Invert   bool
@@ -82,10 +85,12 @@ func (m *RecentMatch) set(c *ruleCtx, opt string, inv bool, args []string) error
 	case "rttl":
 		m.TTL = true
 	case "name":
-		if args[0] == "" || len(args[0]) > 199 {
+		if args[0] == "" { // the kernel refuses it
 			return badValue("recent", "--name", args[0], "a name of 1 to 199 characters")
 		}
-		m.Name = args[0]
+		// libxt_recent cuts a longer name to the 199 characters its
+		// XT_RECENT_NAME_LEN buffer holds, as iptables -S then shows.
+		m.Name = args[0][:min(len(args[0]), 199)]
 	case "rsource":
 		m.Dest = false
 	case "rdest":
@@ -106,6 +111,9 @@ func (m *RecentMatch) done(*ruleCtx) (any, error) {
 		return nil, fmt.Errorf("%w: recent: you must specify one of --set, --rcheck, --update or --remove", ErrMissingArgument)
 	case m.Reap && m.Seconds == 0:
 		return nil, fmt.Errorf("%w: recent: option \"--reap\" also requires \"--seconds\"", ErrMissingArgument)
+	case m.TTL && (m.Mode == RecentSet || m.Mode == RecentRemove):
+		// libxt_recent refuses it in either order.
+		return nil, fmt.Errorf("%w: recent: option \"--rttl\" cannot be used together with \"--%s\"", ErrIncompatibleOpts, recentModeNames[m.Mode][0])
 	case (m.Seconds != 0 || m.HitCount != 0) && m.Mode != RecentCheck && m.Mode != RecentUpdate:
 		// The kernel refuses the rule (EINVAL).
 		return nil, fmt.Errorf("%w: recent: --seconds and --hitcount need --rcheck or --update", ErrIncompatibleOpts)

@@ -2,8 +2,9 @@ package netfilter
 
 import (
 	"fmt"
-	"github.com/packetwalk/packetwalk/inet"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // SCTPMatch is "-p sctp -m sctp [!] --sport P[:Q] [!] --dport P[:Q]
@@ -333,10 +334,11 @@ func (m *SCTPMatch) appendSave(b []byte) []byte {
 
 func (m *SCTPMatch) appendList(b []byte, numeric bool) []byte {
 	b = append(b, " sctp"...)
-	if m.SrcPorts != nil {
+	// -L leaves out a full range that is not inverted; save keeps it.
+	if m.SrcPorts != nil && (*m.SrcPorts != anyPorts || m.InvSrcPorts) {
 		b = appendListPorts(b, "spt", *m.SrcPorts, m.InvSrcPorts, numeric, "sctp")
 	}
-	if m.DstPorts != nil {
+	if m.DstPorts != nil && (*m.DstPorts != anyPorts || m.InvDstPorts) {
 		b = appendListPorts(b, "dpt", *m.DstPorts, m.InvDstPorts, numeric, "sctp")
 	}
 	if m.HasChunks {

@@ -2,9 +2,10 @@ package netfilter
 
 import (
 	"fmt"
-	"github.com/packetwalk/packetwalk/inet"
 	"strconv"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // PortRange is an inclusive range of ports; a single port has Lo == Hi.
@@ -52,23 +53,44 @@ func parsePort(s, proto string) (uint16, bool) {
 	if s == "" {
 		return 0, false
 	}
-	if s[0] < '0' || s[0] > '9' {
-		// A name: skip the number parse, whose error would allocate.
-		if proto == "udp" || proto == "udplite" {
+	if proto == "udp" {
+		// strtoul base 10 after blanks and one '+': "010" is 10, "0x10"
+		// is not a number; the value is kept modulo 2^16.
+		t := strings.TrimPrefix(strings.TrimLeft(s, " \t\n\v\f\r"), "+")
+		if t != "" && t[0] >= '0' && t[0] <= '9' {
+			if n, err := strconv.ParseUint(t, 10, 64); err == nil {
+				return uint16(n), true
+			}
+		}
+		if isPortName(s) {
 			return serviceAnyProto(s)
 		}
+		return 0, false
+	}
+	if isPortName(s) {
+		// A name: skip the number parse, whose error would allocate.
 		return serviceByName(s, proto)
 	}
-	if proto == "udp" || proto == "udplite" {
-		if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-			return uint16(n), true
-		}
-		return serviceAnyProto(s)
-	}
-	if n, ok := parseCUint(s, 65535); ok {
+	if n, ok := parsePortNumber(s, 65535); ok {
 		return uint16(n), true
 	}
 	return serviceByName(s, proto)
+}
+
+// isPortName reports whether s cannot start a number (strtoul skips
+// blanks and a sign), so only a service name can match it.
+func isPortName(s string) bool {
+	c := s[0]
+	return !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == ' ' || c >= '\t' && c <= '\r')
+}
+
+// parsePortNumber reads a port number as strtoul with base 0 does, which
+// iptables uses: leading white space and a '+' are skipped, "0x" starts
+// hex and a leading 0 octal ("--dport 010" is port 8, "080" is refused).
+func parsePortNumber(s string, max uint64) (uint64, bool) {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	s = strings.TrimPrefix(s, "+")
+	return parseCUint(s, max)
 }
 
 // parsePortRange parses "P", "P:Q", ":Q" and "P:" as iptables does for
@@ -91,8 +113,10 @@ func parsePortRange(s, proto string) (PortRange, bool) {
 			return r, false
 		}
 	}
-	// iptables refuses a reversed range ("invalid portrange (min > max)").
-	return r, r.Lo <= r.Hi
+	// iptables refuses a reversed range ("invalid portrange (min > max)")
+	// for tcp, but its udp match takes one, which then matches no port
+	// (docs/kernel-notes.md).
+	return r, r.Lo <= r.Hi || proto == "udp"
 }
 
 // TCPMatch is "-m tcp": ports, flags and options of TCP packets.
@@ -114,15 +138,20 @@ type TCPMatch struct {
 	Option    uint8
 	HasOption bool
 	InvOption bool
+	// dropped is set by "! --sport 0:65535" or "! --dport 0:65535",
+	// which iptables-nft leaves out of the rule: it tests nothing and,
+	// alone, hides the whole match from the listing.
+	dropped bool
 }
 
-// UDPMatch is "-m udp", or "-m udplite" when Lite is set: ports of UDP or
-// UDP-Lite packets. Its port fields mean what TCPMatch's do: nil is an
-// absent option.
+// UDPMatch is "-m udp": ports of UDP packets. iptables 1.8.9 has no
+// udplite extension ("Couldn't load match `udplite'"), so neither
+// "-m udplite" nor the port options after "-p udplite" exist. Its port
+// fields mean what TCPMatch's do: nil is an absent option.
 type UDPMatch struct {
 	SrcPorts, DstPorts       *PortRange
 	InvSrcPorts, InvDstPorts bool
-	Lite                     bool
+	dropped                  bool // as TCPMatch.dropped
 }
 
 func init() {
@@ -137,44 +166,50 @@ func init() {
 		newBuilder: func(*ruleCtx) builder { return &TCPMatch{} }})
 	registerMatch(&module{name: "udp", opts: portOpts,
 		newBuilder: func(*ruleCtx) builder { return &UDPMatch{} }})
-	registerMatch(&module{name: "udplite", opts: portOpts,
-		newBuilder: func(*ruleCtx) builder { return &UDPMatch{Lite: true} }})
 }
 
 // Module implements Match.
 func (m *TCPMatch) Module() string { return "tcp" }
 
 // Module implements Match.
-func (m *UDPMatch) Module() string {
-	if m.Lite {
-		return "udplite"
-	}
-	return "udp"
-}
+func (m *UDPMatch) Module() string { return "udp" }
 
-func setPorts(mod, opt string, inv bool, args []string, r **PortRange, invp *bool) error {
+func setPorts(mod, opt string, inv bool, args []string, r **PortRange, invp *bool, dropped *bool) error {
 	pr, ok := parsePortRange(args[0], mod)
 	if !ok {
 		return badValue(mod, "--"+opt, args[0], "a port, a service name or a range PORT:PORT")
 	}
-	if inv && pr.Lo == 0 && pr.Hi != 0 {
-		// iptables-nft stores "! 0:N" as the complement N+1:65535 and
-		// prints it that way (recorded with iptables 1.8.9).
-		if pr.Hi == 65535 {
-			return fmt.Errorf("%w: %s: \"! --%s 0:65535\" (iptables-nft drops the whole match when printing it)", ErrNotModelled, mod, opt)
-		}
-		pr, inv = PortRange{pr.Hi + 1, 65535}, false
+	if inv && pr.Lo == 0 && pr.Hi == 65535 {
+		// iptables-nft emits no test for it (the rule matches every
+		// port) and lists no trace of it (docs/kernel-notes.md).
+		*r, *invp, *dropped = nil, false, true
+		return nil
+	}
+	if !inv && pr == (PortRange{0, 65535}) {
+		// Every port: iptables-nft emits no test and prints none.
+		*r, *invp = nil, false
+		return nil
 	}
 	*r, *invp = &pr, inv
 	return nil
 }
 
+// nftPorts rewrites "! 0:N" as the complement N+1:65535, as iptables-nft
+// stores it when it turns the match into native nftables expressions and
+// then prints it (recorded with iptables 1.8.9). A tcp match with
+// --tcp-option stays an xtables match and keeps "! 0:N" as given.
+func nftPorts(r *PortRange, inv *bool) {
+	if r != nil && *inv && r.Lo == 0 && r.Hi != 0 {
+		*r, *inv = PortRange{r.Hi + 1, 65535}, false
+	}
+}
+
 func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	switch opt {
 	case "sport":
-		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts)
+		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.dropped)
 	case "dport":
-		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts)
+		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.dropped)
 	case "syn", "tcp-flags":
 		if m.FlagsMask != 0 {
 			return fmt.Errorf("%w: only one of --syn and --tcp-flags", ErrMultipleFlags)
@@ -207,33 +242,42 @@ func (m *TCPMatch) done(c *ruleCtx) (any, error) {
 	if err := needProto(c, "tcp", inet.TCP); err != nil {
 		return nil, err
 	}
+	if !m.HasOption {
+		nftPorts(m.SrcPorts, &m.InvSrcPorts)
+		nftPorts(m.DstPorts, &m.InvDstPorts)
+	}
 	return m, nil
 }
 
 func (m *UDPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	mod := m.Module()
 	if opt == "sport" {
-		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts)
+		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.dropped)
 	}
-	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts)
+	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.dropped)
 }
 
 func (m *UDPMatch) done(c *ruleCtx) (any, error) {
-	p := inet.UDP
-	if m.Lite {
-		p = inet.UDPLite
-	}
-	if err := needProto(c, m.Module(), p); err != nil {
+	if err := needProto(c, m.Module(), inet.UDP); err != nil {
 		return nil, err
 	}
+	nftPorts(m.SrcPorts, &m.InvSrcPorts)
+	nftPorts(m.DstPorts, &m.InvDstPorts)
 	return m, nil
 }
 
 // needProto refuses a protocol match on a rule whose -p is another
 // protocol, as the kernel's checkentry does.
 func needProto(c *ruleCtx, mod string, p inet.Proto) error {
+	if c.ip.Proto == p && c.ip.InvProto && (p == inet.TCP || p == inet.UDP) {
+		// iptables-nft and the kernel take "! -p tcp -m tcp" (and udp);
+		// the match then reads any other protocol's header as TCP or UDP
+		// (and drops a packet too short for that header), which
+		// packetwalk does not model.
+		return fmt.Errorf("%w: %s match after \"! -p %s\"", ErrNotModelled, mod, p)
+	}
 	if c.ip.Proto != p || c.ip.InvProto {
-		return fmt.Errorf("%w: %s match needs \"-p %s\"", ErrNotAllowed, mod, p.String())
+		return fmt.Errorf("%w: %s match needs \"-p %s\"", ErrNotAllowed, mod, p)
 	}
 	return nil
 }

@@ -1,8 +1,9 @@
 package netfilter
 
 import (
-	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Packet is what netfilter sees of a packet: the header fields rules test,
@@ -78,6 +79,80 @@ type Packet struct {
 	// error quotes; conntrack relates the error to that packet's
 	// connection. Zero otherwise.
 	Inner InnerHeader
+
+	// --- Header fields of the extension matches (ah, esp, ipcomp,
+	// tcpmss, dccp, ipv6header, frag, ...) and explicit inputs for the
+	// state the model has no source for (cpu, realm, cgroup). ---
+
+	// SPI is the security parameter index of the packet's ESP header
+	// (-m esp) or IPv4 AH header (-m ah), or the CPI of its IPComp header
+	// (-m ipcomp): the header Proto names.
+	SPI uint32
+	// AHSPI, AHLen and AHReserved are the IPv6 AH extension header's SPI,
+	// length field (in 4-byte units, minus 2, as on the wire) and whether
+	// its reserved field is non-zero (ip6tables -m ah).
+	AHSPI      uint32
+	AHLen      uint8
+	AHReserved bool
+	// MSS is the value of the TCP MSS option (kind 2, 4 bytes); it is
+	// meaningful when TCPOptions has kind 2.
+	MSS uint16
+	// DCCPType is the DCCP packet type (0 REQUEST ... 9 SYNCACK) and
+	// DCCPOptions the option types the DCCP header carries, a bit set
+	// indexed by type (-m dccp).
+	DCCPType    uint8
+	DCCPOptions [4]uint64
+	// IPv6Exts is the mask ip6tables -m ipv6header computes: a bit (the
+	// Ext constants) for each extension header in the chain, and
+	// ExtProto when the chain ends in an upper-layer protocol (an ESP
+	// header ends it with ExtESP and without ExtProto). The other IPv6
+	// matches (frag, hbh, dst, rt, ah) read the first header of their
+	// type and need its bit.
+	IPv6Exts uint8
+	// FragID, FragMore and FragReserved are the identification, the M
+	// flag and whether the reserved bits are non-zero, of the IPv6
+	// fragment header (-m frag).
+	FragID       uint32
+	FragMore     bool
+	FragReserved bool
+	// HBHOpts[:NumHBHOpts] are the options of the hop-by-hop header in
+	// order (Pad1 as type 0 with no length), HBHLen its length field (in
+	// 8-byte units, minus 1, as on the wire); DstOpts, NumDstOpts and
+	// DstLen the same for the first destination options header.
+	HBHOpts    [8]IPv6Option
+	NumHBHOpts uint8
+	HBHLen     uint8
+	DstOpts    [8]IPv6Option
+	NumDstOpts uint8
+	DstLen     uint8
+	// RTType, RTSegsLeft and RTLen are the routing header's type,
+	// segments left and length field (8-byte units, minus 1), and
+	// RTReserved whether the 32-bit field after them is non-zero (-m rt).
+	RTType, RTSegsLeft, RTLen uint8
+	RTReserved                bool
+	// SRH says the routing header is a complete segment routing header
+	// (type 4, -m srh); then SRHNext is its next header, SRHLastEntry
+	// and SRHTag its last entry and tag fields, and SRHPrevSID,
+	// SRHNextSID and SRHLastSID the segments at index segments left + 1,
+	// segments left - 1 and 0 (each meaningful when that index exists).
+	SRH                                bool
+	SRHNext, SRHLastEntry              uint8
+	SRHTag                             uint16
+	SRHPrevSID, SRHNextSID, SRHLastSID [16]byte
+	// MHType is the Mobility Header's type (-m mh).
+	MHType uint8
+	// CPU is the CPU that processes the packet (-m cpu); the model has
+	// no CPUs, so the caller says which.
+	CPU uint16
+	// Realm is the routing realm of the packet's route (the route's
+	// realm, dst->tclassid, -m realm); the model's routes carry none.
+	Realm uint32
+	// CgroupClassID is the net_cls class id of the packet's socket's
+	// cgroup (-m cgroup --cgroup) and CgroupPath that cgroup's path in
+	// the cgroup v2 hierarchy ("/system.slice/sshd.service"; empty means
+	// the root, -m cgroup --path), both meaningful with HasSocket.
+	CgroupClassID uint32
+	CgroupPath    string
 }
 
 // InnerHeader is the part of the packet quoted by an ICMP error that
@@ -96,6 +171,22 @@ type InnerHeader struct {
 type SCTPChunk struct {
 	Type, Flags uint8
 }
+
+// IPv6Option is the type and length byte of one option of a hop-by-hop
+// or destination options header.
+type IPv6Option struct{ Type, Len uint8 }
+
+// Bits of Packet.IPv6Exts, the kernel's ipv6header mask values.
+const (
+	ExtProto    uint8 = 0x01 // the chain ends in an upper-layer protocol
+	ExtNone     uint8 = 0x02 // no next header (59)
+	ExtESP      uint8 = 0x04 // encapsulating security payload (50)
+	ExtAuth     uint8 = 0x08 // authentication header (51)
+	ExtFragment uint8 = 0x10 // fragment (44)
+	ExtRouting  uint8 = 0x20 // routing (43)
+	ExtDstOpts  uint8 = 0x40 // destination options (60)
+	ExtHopByHop uint8 = 0x80 // hop-by-hop options (0)
+)
 
 // clone returns a copy of p on the heap.
 func (p *Packet) clone() *Packet {
@@ -208,9 +299,9 @@ func (p *Packet) check(local bool) error {
 	// ICMP, 128 in ICMPv6, and the icmp match reads one family's only.
 	switch {
 	case p.Proto == inet.ICMP && f == IPv6:
-		return badPacket("Proto", "icmp in an IPv6 packet (ICMPv6 is ProtoICMPv6)")
+		return badPacket("Proto", "icmp in an IPv6 packet (ICMPv6 is inet.ICMPv6)")
 	case p.Proto == inet.ICMPv6 && f == IPv4:
-		return badPacket("Proto", "ipv6-icmp in an IPv4 packet (ICMP is ProtoICMP)")
+		return badPacket("Proto", "ipv6-icmp in an IPv4 packet (ICMP is inet.ICMP)")
 	}
 	if p.Length < 0 {
 		return badPacket("Length", "negative")

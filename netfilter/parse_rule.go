@@ -2,17 +2,17 @@ package netfilter
 
 import (
 	"fmt"
-	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // instance is one module occurrence while a rule is parsed.
 type instance struct {
-	mod       *module
-	b         builder
-	completed bool // a later "-m" of the same module took over its options
+	mod *module
+	b   builder
 	// seen has bit i set once option mod.opts[i] was given; options past
 	// the 64th share the last bit's slot in seenMore.
 	seen     uint64
@@ -48,19 +48,22 @@ type ruleParser struct {
 	rule    Rule
 	matches []*instance
 	target  *instance
-	jump    string // -j/-g argument when it is a chain, or a verdict
-	isGoto  bool
-	seen    ipOptSet       // IP-spec options already given
-	srcs    []netip.Prefix // -s with several comma-separated addresses
-	dsts    []netip.Prefix
-	counter *Counters // -c PKTS BYTES
+	// targetAt is len(matches) when the target was loaded: its options
+	// rank after those of matches loaded later.
+	targetAt int
+	jump     string // -j/-g argument when it is a chain, or a verdict
+	isGoto   bool
+	seen     ipOptSet   // IP-spec options already given
+	srcs     []addrSpec // -s with several comma-separated addresses
+	dsts     []addrSpec
+	counter  *Counters // -c PKTS BYTES
 
 	// Inline storage: with the parser reused, a typical rule line needs no
 	// allocation for the bookkeeping below.
 	instBuf   [4]instance
 	instPtrs  [4]*instance
-	srcBuf    [1]netip.Prefix
-	dstBuf    [1]netip.Prefix
+	srcBuf    [1]addrSpec
+	dstBuf    [1]addrSpec
 	matchBuf  [3]Match
 	jumpBuf   JumpTarget
 	targetBuf instance
@@ -154,20 +157,20 @@ func parseRuleSpecWith(p *ruleParser, ctx ruleCtx, args []string) ([]*Rule, *Cou
 			one.r.Target = &one.jump
 		}
 		if len(p.srcs) == 1 {
-			one.r.IP.Src = p.srcs[0]
+			one.r.IP.Src, one.r.IP.SrcMask = p.srcs[0].pfx, p.srcs[0].mask
 		}
 		if len(p.dsts) == 1 {
-			one.r.IP.Dst = p.dsts[0]
+			one.r.IP.Dst, one.r.IP.DstMask = p.dsts[0].pfx, p.dsts[0].mask
 		}
 		one.list[0] = &one.r
 		return one.list[:], p.counter, nil
 	}
 	srcs, dsts := p.srcs, p.dsts
 	if len(srcs) == 0 {
-		srcs = []netip.Prefix{{}}
+		srcs = []addrSpec{{}}
 	}
 	if len(dsts) == 0 {
-		dsts = []netip.Prefix{{}}
+		dsts = []addrSpec{{}}
 	}
 	if len(p.rule.Matches) == 0 {
 		p.rule.Matches = nil
@@ -182,7 +185,7 @@ func parseRuleSpecWith(p *ruleParser, ctx ruleCtx, args []string) ([]*Rule, *Cou
 	for _, s := range srcs {
 		for _, d := range dsts {
 			r := p.rule
-			r.IP.Src, r.IP.Dst = s, d
+			r.IP.Src, r.IP.SrcMask, r.IP.Dst, r.IP.DstMask = s.pfx, s.mask, d.pfx, d.mask
 			rules = append(rules, &r)
 		}
 	}
@@ -335,17 +338,17 @@ func (p *ruleParser) setAddr(name string, inv bool, v string) error {
 	}
 	for rest := v; ; {
 		part, more, found := strings.Cut(rest, ",")
-		pfx, err := parseAddrMask(p.ctx.family, part)
+		pfx, mask, err := parseAddrMask(p.ctx.family, part)
 		if err != nil {
 			return err
 		}
-		list = append(list, pfx)
+		list = append(list, addrSpec{pfx, mask})
 		if !found {
 			break
 		}
 		rest = more
 	}
-	if inv && list[0].Bits() == 0 {
+	if inv && list[0].pfx.Bits() == 0 && !list[0].mask.IsValid() {
 		// The kernel refuses a negated match-everything address (EINVAL).
 		return fmt.Errorf("%w: \"! %s %s\" can never match", ErrBadValue, key, v)
 	}
@@ -360,19 +363,28 @@ func (p *ruleParser) setAddr(name string, inv bool, v string) error {
 	return nil
 }
 
+// addrSpec is one address of -s or -d.
+type addrSpec struct {
+	pfx  netip.Prefix
+	mask netip.Addr // a non-contiguous netmask, or the zero Addr
+}
+
 // parseAddrMask parses "ADDR", "ADDR/LEN" or "ADDR/MASK" as iptables does
-// for -s and -d; host bits are cleared, as iptables-save shows.
-func parseAddrMask(f Family, s string) (netip.Prefix, error) {
+// for -s and -d; host bits are cleared, as iptables-save shows. A
+// non-contiguous MASK is returned as mask, with the masked address as a
+// full-length prefix. An IPv4-mapped IPv6 address stays IPv6 in ip6tables,
+// which matches it as the 16-byte address.
+func parseAddrMask(f Family, s string) (netip.Prefix, netip.Addr, error) {
 	addrPart, maskPart, hasMask := strings.Cut(s, "/")
 	a, err := netip.ParseAddr(addrPart)
 	if err != nil || a.Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("%w: host/network %q not found (packetwalk resolves no names)", ErrBadValue, s)
+		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("%w: host/network %q not found (packetwalk resolves no names)", ErrBadValue, s)
 	}
-	if a.Is4In6() {
-		a = a.Unmap()
+	if f == IPv4 && a.Is4In6() {
+		a = a.Unmap() // iptables reads "::ffff:10.1.2.3" as 10.1.2.3
 	}
 	if (f == IPv4) != a.Is4() {
-		return netip.Prefix{}, fmt.Errorf("%w: %q is not an %s address", ErrBadValue, s, f)
+		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("%w: %q is not an %s address", ErrBadValue, s, f)
 	}
 	bits := a.BitLen()
 	if hasMask {
@@ -382,19 +394,44 @@ func parseAddrMask(f Family, s string) (netip.Prefix, error) {
 			bits = n
 		case err != nil:
 			m, err := netip.ParseAddr(maskPart)
-			if err != nil || m.BitLen() != a.BitLen() {
-				return netip.Prefix{}, fmt.Errorf("%w: invalid mask %q specified", ErrBadValue, maskPart)
+			if err != nil || m.BitLen() != a.BitLen() || m.Zone() != "" {
+				return netip.Prefix{}, netip.Addr{}, fmt.Errorf("%w: invalid mask %q specified", ErrBadValue, maskPart)
 			}
 			ones, ok := maskOnes(m)
 			if !ok {
-				return netip.Prefix{}, fmt.Errorf("%w: non-contiguous mask %q", ErrNotModelled, maskPart)
+				return netip.PrefixFrom(andAddr(a, m), a.BitLen()), m, nil
 			}
 			bits = ones
 		default:
-			return netip.Prefix{}, fmt.Errorf("%w: invalid mask %q specified", ErrBadValue, maskPart)
+			return netip.Prefix{}, netip.Addr{}, fmt.Errorf("%w: invalid mask %q specified", ErrBadValue, maskPart)
 		}
 	}
-	return netip.PrefixFrom(a, bits).Masked(), nil
+	return netip.PrefixFrom(a, bits).Masked(), netip.Addr{}, nil
+}
+
+// andAddr returns a & m; both are of one family.
+func andAddr(a, m netip.Addr) netip.Addr {
+	if a.Is4() {
+		x, y := a.As4(), m.As4()
+		for i := range x {
+			x[i] &= y[i]
+		}
+		return netip.AddrFrom4(x)
+	}
+	x, y := a.As16(), m.As16()
+	for i := range x {
+		x[i] &= y[i]
+	}
+	return netip.AddrFrom16(x)
+}
+
+// maskedEqual reports whether a & m == net, for an address a of the
+// family of m (false otherwise).
+func maskedEqual(a, m, net netip.Addr) bool {
+	if a.Is4() != m.Is4() {
+		return false
+	}
+	return andAddr(a, m) == net
 }
 
 // maskOnes returns the prefix length of a contiguous netmask.
@@ -503,11 +540,6 @@ func (p *ruleParser) addMatch(name string) error {
 }
 
 func (p *ruleParser) loadMatch(m *module) error {
-	for _, in := range p.matches {
-		if in.mod == m {
-			in.completed = true
-		}
-	}
 	p.matches = append(p.matches, p.newInstance(m))
 	return nil
 }
@@ -524,7 +556,7 @@ func (p *ruleParser) setTarget(name string, isGoto bool) error {
 			return fmt.Errorf("%w %q", ErrUnknownTarget, name)
 		}
 		p.targetBuf = instance{mod: m, b: m.newBuilder(&p.ctx)}
-		p.target = &p.targetBuf
+		p.target, p.targetAt = &p.targetBuf, len(p.matches)
 		return nil
 	}
 	if supported, ok := builtinTargets[name]; ok {
@@ -541,28 +573,17 @@ func (p *ruleParser) setTarget(name string, isGoto bool) error {
 	return nil
 }
 
-// moduleOption routes a long option to the module that owns it: the
-// target first, then the active match instances, then an implicit
-// protocol match for -p (so "-p tcp --dport 80" loads "-m tcp").
+// moduleOption routes a long option to the module that owns it, as
+// getopt_long over iptables' merged option table does: each distinct
+// module's options enter the table when it is first loaded (-m, -j, or
+// the implicit protocol match), ahead of those loaded before, so the most
+// recently first-loaded module owning the name wins, even when a later
+// module lacks it; within that module the option goes to its latest
+// instance (a repeated "-m" does not move the module's place). Failing
+// all, the -p protocol's match is loaded (so "-p tcp --dport 80" loads
+// "-m tcp").
 func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []string, val string, hasVal bool) error {
-	var dst *instance
-	var opt *option
-	if p.target != nil {
-		if o, ok := p.target.mod.lookup(name); ok {
-			dst, opt = p.target, o
-		}
-	}
-	if dst == nil {
-		for _, in := range p.matches {
-			if in.completed {
-				continue
-			}
-			if o, ok := in.mod.lookup(name); ok {
-				dst, opt = in, o
-				break
-			}
-		}
-	}
+	dst, opt := p.optionOwner(name)
 	if dst == nil && p.rule.IP.Proto != 0 && !p.rule.IP.InvProto {
 		if m, ok := matchModules[protoModule(p.rule.IP.Proto)]; ok && m.allows(p.ctx.family) {
 			if o, ok := m.lookup(name); ok {
@@ -616,6 +637,45 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 		return fmt.Errorf("%w: option \"--%s\" takes no argument", ErrSyntax, opt.name)
 	}
 	return dst.b.set(&p.ctx, opt.name, inv, vals)
+}
+
+// optionOwner finds the instance an option name goes to, or nil.
+func (p *ruleParser) optionOwner(name string) (*instance, *option) {
+	for i := len(p.matches); ; i-- {
+		if p.target != nil && i == p.targetAt {
+			if o, ok := p.target.mod.lookup(name); ok {
+				return p.target, o
+			}
+		}
+		if i == 0 {
+			return nil, nil
+		}
+		in := p.matches[i-1]
+		if p.firstOf(i - 1) {
+			if o, ok := in.mod.lookup(name); ok {
+				return p.latestOf(in.mod), o
+			}
+		}
+	}
+}
+
+// firstOf reports whether p.matches[k] is the first instance of its module.
+func (p *ruleParser) firstOf(k int) bool {
+	for _, in := range p.matches[:k] {
+		if in.mod == p.matches[k].mod {
+			return false
+		}
+	}
+	return true
+}
+
+// latestOf returns the last loaded instance of m.
+func (p *ruleParser) latestOf(m *module) *instance {
+	for k := len(p.matches) - 1; ; k-- {
+		if p.matches[k].mod == m {
+			return p.matches[k]
+		}
+	}
 }
 
 // protoModule names the match an implicit -p loads.

@@ -22,16 +22,20 @@ type RestoreOptions struct {
 // committed before an error stay loaded. The error is a *ParseError naming
 // the input line.
 func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
-	return rs.restore(data, opt, nil)
+	return rs.restore(data, opt, nil, nil)
 }
 
 // restore is Restore, leaving in committed what validating each
 // committed table found, which the host then compiles without validating
-// again.
-func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated) error {
+// again. objs, when not nil, tells which ipsets and nfacct objects exist:
+// as iptables-restore looks each set up while it parses the rule naming
+// it, and the kernel refuses a rule naming a missing accounting object, a
+// missing one is refused at that line.
+func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated, objs objects) error {
 	var (
 		cur     *Table
 		curLine int
+		curUsed bool         // cur has a chain line or a command
 		origin  []ruleOrigin // input line of each rule, for load errors
 		lineNo  int
 		args    []string // reused for every line
@@ -40,34 +44,29 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 	)
 	// One string for the whole input: lines and arguments are substrings
 	// of it, so a rule line costs no copy.
-	for text := string(data); text != ""; {
-		raw, rest, _ := strings.Cut(text, "\n")
-		text = rest
+	text := string(data)
+	for off := 0; off < len(text); {
+		// iptables-restore reads with fgets into a 10240-byte buffer: a
+		// longer line is cut into pieces, each handled (and counted) as a
+		// line of its own.
+		chunk := text[off:]
+		if nl := strings.IndexByte(chunk, '\n'); nl >= 0 {
+			chunk = chunk[:nl+1]
+		}
+		if len(chunk) > restoreLineMax {
+			chunk = chunk[:restoreLineMax]
+		}
+		off += len(chunk)
 		lineNo++
-		raw = strings.TrimSuffix(raw, "\r")
-		line := strings.TrimSpace(raw)
+		raw := strings.TrimSuffix(chunk, "\n")
 		fail := func(err error) error { return toParseError(lineNo, raw, err) }
+		// Only an empty line or one starting with '#' is skipped, and the
+		// line's first byte decides what it is: no white space is
+		// trimmed (docs/kernel-notes.md).
 		switch {
-		case line == "" || line[0] == '#':
+		case chunk[0] == '\n' || chunk[0] == '#':
 			continue
-		case line[0] == '*':
-			if cur != nil {
-				return fail(fmt.Errorf("%w: table %s started before COMMIT of table %s (line %d)", ErrSyntax, line[1:], cur.id, curLine))
-			}
-			id, err := ParseTable(strings.TrimSpace(line[1:]))
-			if err != nil {
-				return fail(err)
-			}
-			if old := rs.tables[id]; old != nil && opt.NoFlush {
-				cur = old.clone()
-			} else {
-				cur = newTable(id)
-			}
-			curLine, origin, lastA = lineNo, origin[:0], nil
-		case line == "COMMIT":
-			if cur == nil {
-				return fail(fmt.Errorf("%w: COMMIT outside a table", ErrSyntax))
-			}
+		case cur != nil && (raw == "COMMIT"):
 			v, err := cur.validateChains(rs.family, cur.chainList())
 			if err != nil {
 				var re *ruleError
@@ -78,18 +77,49 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 				}
 				return fail(err)
 			}
-			rs.tables[cur.id] = cur
+			switch {
+			case curUsed:
+				rs.tables[cur.id] = cur
+			case !opt.NoFlush:
+				// A table block that declares no chain and runs no
+				// command flushes the table away: iptables-nft deletes
+				// it and creates none.
+				rs.tables[cur.id] = nil
+				v = nil
+			}
 			if committed != nil {
 				committed[cur.id] = v
 			}
 			cur, lastA = nil, nil
+		case chunk[0] == '*' && cur == nil:
+			// The name is the first word after '*'; more words are
+			// ignored, as iptables-restore does.
+			name := firstWord(raw[1:])
+			if name == "" {
+				return fail(fmt.Errorf("%w: table name missing after '*'", ErrSyntax))
+			}
+			id, err := ParseTable(name)
+			if err != nil {
+				return fail(atToken(name, err))
+			}
+			if old := rs.tables[id]; old != nil && opt.NoFlush {
+				cur = old.clone()
+			} else {
+				cur = newTable(id)
+			}
+			curLine, curUsed, origin, lastA = lineNo, false, origin[:0], nil
 		case cur == nil:
-			return fail(fmt.Errorf("%w: expected a \"*table\" line before %q", ErrSyntax, line))
-		case line[0] == ':':
-			if err := restoreChainLine(cur, line, opt); err != nil {
+			if raw == "COMMIT" {
+				return fail(fmt.Errorf("%w: COMMIT outside a table", ErrSyntax))
+			}
+			return fail(fmt.Errorf("%w: expected a \"*table\" line before %q", ErrSyntax, raw))
+		case chunk[0] == ':':
+			curUsed = true
+			if err := restoreChainLine(cur, raw, opt); err != nil {
 				return fail(err)
 			}
 		default:
+			line := raw
 			var cnt *Counters
 			if line[0] == '[' {
 				end := strings.IndexByte(line, ']')
@@ -100,15 +130,39 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 				if err != nil {
 					return fail(err)
 				}
-				cnt, line = &c, strings.TrimSpace(line[end+1:])
+				cnt, line = &c, line[end+1:]
 			}
 			var err error
 			if args, err = appendArgs(args[:0], line); err != nil {
 				return fail(err)
 			}
+			if len(args) == 0 {
+				return fail(fmt.Errorf("%w: no command specified", ErrSyntax))
+			}
+			if trimmed := strings.TrimLeft(raw, " \t"); trimmed != raw || strings.TrimSpace(raw) == "COMMIT" {
+				switch {
+				case trimmed != "" && (trimmed[0] == '#' || trimmed[0] == ':' || trimmed[0] == '*'):
+					return fail(fmt.Errorf("%w: %q must start the line (iptables-restore trims no blanks)", ErrSyntax, trimmed[:1]))
+				case strings.TrimSpace(raw) == "COMMIT":
+					return fail(fmt.Errorf("%w: COMMIT must be alone on its line, without blanks", ErrSyntax))
+				}
+			}
+			if strings.HasPrefix(args[0], "*") {
+				return fail(atToken(args[0], fmt.Errorf("%w: table %s started before COMMIT of table %s (line %d)", ErrSyntax, args[0][1:], cur.id, curLine)))
+			}
 			cmd, err := parseCommandWith(&scratch, rs.family, cur.id, args, false)
 			if err != nil {
 				return fail(err)
+			}
+			// Flushing, zeroing or deleting every chain creates no
+			// table in iptables-nft; any other command does.
+			if !(cmd.chain == "" && (cmd.op == "-F" || cmd.op == "-Z" || cmd.op == "-X")) {
+				curUsed = true
+			}
+			if objs != nil {
+				if err := checkObjects(cmd.rules, objs); err != nil {
+					return fail(err)
+				}
 			}
 			if cnt != nil {
 				cmd.counter = cnt
@@ -133,7 +187,45 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 		}
 	}
 	if cur != nil {
-		return toParseError(lineNo, "", fmt.Errorf("%w: COMMIT expected at line %d (table %s)", ErrSyntax, lineNo+1, cur.id))
+		// iptables-restore names the line after the last one.
+		return toParseError(lineNo+1, "", fmt.Errorf("%w: COMMIT expected at line %d (table %s)", ErrSyntax, lineNo+1, cur.id))
+	}
+	return nil
+}
+
+// restoreLineMax is the longest line iptables-restore reads at once (its
+// fgets buffer of 10240 bytes, less the terminating NUL).
+const restoreLineMax = 10239
+
+// objects tells which named kernel objects outside the ruleset exist.
+type objects interface {
+	hasSet(name string) bool
+	hasNFAcct(name string) bool
+}
+
+// checkObjects refuses the first ipset or nfacct object the rules name
+// that does not exist.
+func checkObjects(rules []*Rule, objs objects) error {
+	for _, r := range rules {
+		for _, m := range r.Matches {
+			switch m := m.(type) {
+			case *SetMatch:
+				if !objs.hasSet(m.Name) {
+					return atToken(m.Name, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, m.Name))
+				}
+			case *NFAcctMatch:
+				if !objs.hasNFAcct(m.Name) {
+					return atToken(m.Name, fmt.Errorf("%w: nfacct object %q (RULE_APPEND failed (No such file or directory))", ErrNoSuchNFAcct, m.Name))
+				}
+			}
+		}
+		if st, ok := r.Target.(*SetTarget); ok {
+			for _, n := range []string{st.Add.Name, st.Del.Name} {
+				if n != "" && !objs.hasSet(n) {
+					return atToken(n, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n))
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -166,43 +258,57 @@ func lineText(data []byte, n int) string {
 	return ""
 }
 
-// restoreChainLine handles ":NAME POLICY [PKTS:BYTES]".
+// firstWord returns the first word of s, words being separated by spaces
+// and tabs.
+func firstWord(s string) string {
+	s = strings.TrimLeft(s, " \t")
+	if i := strings.IndexAny(s, " \t"); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// restoreChainLine handles ":NAME POLICY [PKTS:BYTES]". As in
+// iptables-restore, words after the counters are ignored; a user chain
+// takes any policy word and no counters; a built-in chain's counters are
+// read only with -c.
 func restoreChainLine(t *Table, line string, opt RestoreOptions) error {
-	f := strings.Fields(line[1:])
-	if len(f) < 2 || len(f) > 3 {
-		return fmt.Errorf("%w: expected \":CHAIN POLICY [PACKETS:BYTES]\", got %q", ErrSyntax, line)
+	f := strings.FieldsFunc(line[1:], func(r rune) bool { return r == ' ' || r == '\t' })
+	if len(f) == 0 {
+		return fmt.Errorf("%w: chain name missing after ':'", ErrSyntax)
 	}
-	name, policy := f[0], f[1]
-	var cnt Counters
-	if len(f) == 3 {
-		var err error
-		if cnt, err = parseCounterPair(f[2]); err != nil {
-			return err
-		}
+	name := f[0]
+	if len(f) < 2 {
+		return atToken(name, fmt.Errorf("%w: policy missing for chain %q (expected \":CHAIN POLICY [PACKETS:BYTES]\")", ErrSyntax, name))
 	}
+	policy := f[1]
 	c := t.Chain(name)
 	if c != nil && c.builtin {
+		var p Policy
 		switch policy {
 		case "ACCEPT":
-			c.Policy = PolicyAccept
+			p = PolicyAccept
 		case "DROP":
-			c.Policy = PolicyDrop
+			p = PolicyDrop
 		default:
 			return atToken(policy, fmt.Errorf("%w: invalid policy %q for built-in chain %q", ErrBadValue, policy, name))
 		}
 		if opt.Counters {
+			// With -c, iptables-restore requires the counters.
+			if len(f) < 3 {
+				return atToken(name, fmt.Errorf("%w: invalid policy counters for chain %q (expected [PACKETS:BYTES])", ErrBadValue, name))
+			}
+			cnt, err := parseCounterPair(f[2])
+			if err != nil {
+				return err
+			}
 			c.Counters = cnt
 		}
+		c.Policy = p
 		return nil
 	}
-	if _, ok := hookByName(name); ok {
-		return atToken(name, fmt.Errorf("%w: %q is not a built-in chain of table %s", ErrBuiltinChain, name, t.id))
-	}
-	if policy != "-" {
-		return atToken(policy, fmt.Errorf("%w: user chain %q cannot have a policy (use \"-\")", ErrBadValue, name))
-	}
 	if c != nil {
-		c.Rules = nil // declaring an existing chain flushes it (--noflush)
+		c.Rules = nil // declaring an existing chain flushes it
 		return nil
 	}
 	_, err := t.NewChain(name)

@@ -2,10 +2,11 @@ package netfilter
 
 import (
 	"fmt"
-	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Counters are a rule's or a policy's packet and byte counts.
@@ -236,9 +237,9 @@ func checkChainName(name string) error {
 	if _, ok := builtinTargets[name]; ok {
 		return fmt.Errorf("%w: chain name %q is a target name", ErrBadValue, name)
 	}
-	if _, ok := hookByName(name); ok {
-		return fmt.Errorf("%w: %q is a built-in chain name", ErrBuiltinChain, name)
-	}
+	// A hook's name is refused only where the table has that built-in
+	// chain (as an existing chain): iptables accepts a user chain called
+	// FORWARD in nat, or INPUT in raw.
 	return nil
 }
 
@@ -278,11 +279,15 @@ type Rule struct {
 type IPSpec struct {
 	Src, Dst       netip.Prefix // invalid (zero) prefix: any address
 	InvSrc, InvDst bool
-	In, Out        string // interface names; a trailing '+' is a prefix wildcard
-	InvIn, InvOut  bool
-	Proto          inet.Proto // 0: any protocol
-	InvProto       bool
-	Fragment       Fragment
+	// SrcMask and DstMask, when valid, are a non-contiguous netmask
+	// ("-s 10.0.0.0/255.0.255.0"): the rule tests addr & mask == Src's
+	// address, Src then being a full-length prefix.
+	SrcMask, DstMask netip.Addr
+	In, Out          string // interface names; a trailing '+' is a prefix wildcard
+	InvIn, InvOut    bool
+	Proto            inet.Proto // 0: any protocol
+	InvProto         bool
+	Fragment         Fragment
 }
 
 // Fragment is the -f test on IPv4 fragments.

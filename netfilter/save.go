@@ -107,12 +107,12 @@ func (r *Rule) appendSpec(b []byte, cnt *Counters) []byte {
 	if ip.Src.IsValid() && (ip.Src.Bits() > 0 || ip.InvSrc) { // iptables-save omits an address /0
 		b = appendNot(b, ip.InvSrc)
 		b = append(b, " -s "...)
-		b = appendLibcPrefix(b, ip.Src)
+		b = appendLibcMasked(b, ip.Src, ip.SrcMask)
 	}
 	if ip.Dst.IsValid() && (ip.Dst.Bits() > 0 || ip.InvDst) {
 		b = appendNot(b, ip.InvDst)
 		b = append(b, " -d "...)
-		b = appendLibcPrefix(b, ip.Dst)
+		b = appendLibcMasked(b, ip.Dst, ip.DstMask)
 	}
 	if ip.In != "" {
 		b = appendNot(b, ip.InvIn)
@@ -135,7 +135,7 @@ func (r *Rule) appendSpec(b []byte, cnt *Counters) []byte {
 	case NoFragments:
 		b = append(b, " ! -f"...)
 	}
-	for _, m := range r.Matches {
+	for _, m := range shownMatches(r) {
 		b = append(b, " -m "...)
 		b = append(b, m.Module()...)
 		b = m.appendSave(b)
@@ -227,4 +227,108 @@ func appendSRule(b []byte, c *Chain, r *Rule, verbose bool) []byte {
 	}
 	b = r.appendSpec(b, cnt)
 	return append(b, '\n')
+}
+
+// shownMatches returns the matches of r as iptables-nft 1.8.9 lists them.
+// It translates -m tcp and -m udp into payload expressions and, reading
+// them back, folds every tcp (udp) match of a rule into the first one,
+// later options overwriting earlier ones; the kernel still tests them all
+// (docs/kernel-notes.md). Rules with at most one of each are returned as
+// they are, without allocating.
+func shownMatches(r *Rule) []Match {
+	var nt, nu int
+	vanish := false
+	for _, m := range r.Matches {
+		switch m := m.(type) {
+		case *TCPMatch:
+			nt++
+			vanish = vanish || m.vanishes()
+		case *UDPMatch:
+			nu++
+			vanish = vanish || m.vanishes()
+		}
+	}
+	if nt < 2 && nu < 2 && !vanish {
+		return r.Matches
+	}
+	out := make([]Match, 0, len(r.Matches))
+	var tcp *TCPMatch
+	var udp *UDPMatch
+	for _, m := range r.Matches {
+		switch m := m.(type) {
+		case *TCPMatch:
+			if tcp == nil {
+				c := *m
+				tcp = &c
+				out = append(out, tcp)
+				continue
+			}
+			tcp.fold(m)
+			continue
+		case *UDPMatch:
+			if udp == nil {
+				c := *m
+				udp = &c
+				out = append(out, udp)
+				continue
+			}
+			udp.fold(m)
+			continue
+		}
+		out = append(out, m)
+	}
+	// A match left with nothing but "! --dport 0:65535" is not listed
+	// at all.
+	kept := out[:0]
+	for _, m := range out {
+		switch m := m.(type) {
+		case *TCPMatch:
+			if m.vanishes() {
+				continue
+			}
+		case *UDPMatch:
+			if m.vanishes() {
+				continue
+			}
+		}
+		kept = append(kept, m)
+	}
+	return kept
+}
+
+// vanishes reports whether iptables-nft lists m not at all: its only
+// options are inverted full port ranges.
+func (m *TCPMatch) vanishes() bool {
+	return m.dropped && m.SrcPorts == nil && m.DstPorts == nil && m.FlagsMask == 0 && !m.HasOption
+}
+
+// vanishes is TCPMatch.vanishes for udp.
+func (m *UDPMatch) vanishes() bool { return m.dropped && m.SrcPorts == nil && m.DstPorts == nil }
+
+// fold overlays the options o gives on m.
+func (m *TCPMatch) fold(o *TCPMatch) {
+	m.dropped = m.dropped || o.dropped
+	if o.SrcPorts != nil {
+		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, o.InvSrcPorts
+	}
+	if o.DstPorts != nil {
+		m.DstPorts, m.InvDstPorts = o.DstPorts, o.InvDstPorts
+	}
+	if o.FlagsMask != 0 {
+		m.FlagsMask, m.FlagsCmp, m.InvFlags = o.FlagsMask, o.FlagsCmp, o.InvFlags
+	}
+	if o.HasOption {
+		m.Option, m.HasOption, m.InvOption = o.Option, true, o.InvOption
+	}
+}
+
+// fold overlays the options o gives on m.
+func (m *UDPMatch) fold(o *UDPMatch) {
+	m.dropped = m.dropped || o.dropped
+	if o.SrcPorts != nil {
+		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, o.InvSrcPorts
+	}
+	if o.DstPorts != nil {
+		m.DstPorts, m.InvDstPorts = o.DstPorts, o.InvDstPorts
+	}
 }

@@ -94,6 +94,10 @@ func (b *connmarkTargetBuilder) set(_ *ruleCtx, opt string, _ bool, args []strin
 		if err != nil || n > 32 {
 			return badValue("CONNMARK", "--"+opt, args[0], "a number of bits 0-32")
 		}
+		if n == 32 {
+			// libxt_CONNMARK takes 0-32, the kernel's checkentry only 0-31.
+			return badValue("CONNMARK", "--"+opt, args[0], "a number of bits 0-31 (the kernel refuses 32)")
+		}
 		b.t.ShiftRight, b.t.ShiftBits = opt == "right-shift-mark", uint8(n)
 	default: // set-xmark, set-mark, and-mark, or-mark, xor-mark
 		if err := excl(&b.op); err != nil {

@@ -151,8 +151,12 @@ func (b *natTargetBuilder) parseTo(c *ruleCtx, mod, opt, s string) error {
 				}
 				ports, hasPorts = rest[1:], true
 			}
-		case strings.HasPrefix(s, ":"):
-			addrs, ports, hasPorts = "", s[1:], true
+		case strings.Count(s, ":") == 1:
+			// Without brackets, libxt_NAT takes a lone colon for the port
+			// separator and anything with more colons for an address
+			// (range): "::1-::5" is a range of addresses, ":80" a port.
+			addrs, ports, _ = strings.Cut(s, ":")
+			hasPorts = true
 		}
 	} else if strings.Count(s, ":") == 1 {
 		addrs, ports, _ = strings.Cut(s, ":")

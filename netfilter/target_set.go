@@ -27,9 +27,12 @@ type SetTarget struct {
 }
 
 func init() {
+	// libxt_SET's parsers ignore a "!" before any of its options: the rule
+	// loads and prints without it (iptables 1.8.9).
 	registerTarget(&module{name: "SET", opts: []option{
-		{name: "add-set", args: 2}, {name: "del-set", args: 2}, {name: "exist"}, {name: "timeout", args: 1},
-		{name: "map-set", args: 2}, {name: "map-mark"}, {name: "map-prio"}, {name: "map-queue"},
+		{name: "add-set", args: 2, invert: true}, {name: "del-set", args: 2, invert: true}, {name: "exist", invert: true},
+		{name: "timeout", args: 1, invert: true}, {name: "map-set", args: 2, invert: true}, {name: "map-mark", invert: true},
+		{name: "map-prio", invert: true}, {name: "map-queue", invert: true},
 	}, newBuilder: func(*ruleCtx) builder { return &SetTarget{} }})
 }
 

@@ -3,7 +3,8 @@ package netfilter
 import "fmt"
 
 // splitArgs splits one iptables-restore line into arguments the way
-// iptables-restore does: blanks separate arguments; a double quote opens a
+// iptables-restore does: spaces, tabs and newlines (not carriage returns)
+// separate arguments; a double quote opens a
 // quoted part in which a backslash escapes the next character; the closing
 // quote ends the argument. Single quotes and backslashes outside double
 // quotes are ordinary characters.
@@ -22,7 +23,7 @@ func appendArgs(args []string, line string) ([]string, error) {
 	start := -1    // start of the current unquoted argument, or -1
 	for i := 0; i < len(line); i++ {
 		switch ch := line[i]; ch {
-		case ' ', '\t', '\n', '\r':
+		case ' ', '\t', '\n':
 			if start >= 0 {
 				args = append(args, line[start:i])
 				start = -1

@@ -36,7 +36,7 @@ func refSplitArgs(line string) ([]string, bool) {
 		switch ch {
 		case '"':
 			quoted, inArg = true, true
-		case ' ', '\t', '\n', '\r':
+		case ' ', '\t', '\n':
 			if inArg {
 				args = append(args, cur.String())
 				cur.Reset()

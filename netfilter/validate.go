@@ -17,7 +17,8 @@ func (e *ruleError) Error() string { return e.err.Error() }
 func (e *ruleError) Unwrap() error { return e.err }
 
 // validate checks what the kernel checks when a table is replaced: every
-// jump names an existing user chain, no chain can reach itself, and every
+// jump names an existing user chain, no chain a built-in chain reaches can
+// reach itself, and every
 // match and target is used only in the tables and hooks it allows.
 func (t *Table) validate(f Family) error {
 	_, err := t.validateChains(f, t.chainList())
@@ -137,8 +138,12 @@ func (t *Table) validateChains(f Family, chains []*Chain) (*validated, error) {
 		order = append(order, c)
 		return nil
 	}
-	for i := range chains {
-		if err := visit(int32(i)); err != nil {
+	// Only loops a built-in chain reaches are refused: nf_tables
+	// validates jumps from its base chains, and iptables-nft accepts
+	// chains that jump to each other out of every hook's reach
+	// (docs/kernel-notes.md).
+	for _, h := range tableHooks[t.id] {
+		if err := visit(ord[t.chains[h.String()]]); err != nil {
 			return nil, err
 		}
 	}

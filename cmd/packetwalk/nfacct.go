@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -85,29 +86,19 @@ func (l *nfacctList) Set(s string) error {
 	return nil
 }
 
-// missingNFAcct explains a rule dump's reference to an accounting object
-// the node does not have: the kernel refuses the rule (RULE_APPEND failed
-// (No such file or directory)), and kube-proxy creates its objects before
-// it writes rules. It names the first line that references a missing
-// object and says how to declare it.
-func missingNFAcct(h *netfilter.Host, file string, data []byte) error {
-	for i, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		for j := 0; j+1 < len(f); j++ {
-			if f[j] != "--nfacct-name" {
-				continue
-			}
-			name := strings.Trim(f[j+1], `"`)
-			if len(name) > maxNFAcctName {
-				name = name[:maxNFAcctName]
-			}
-			if _, ok := h.NFAcct(name); !ok {
-				return &inputError{file: file, line: i + 1, err: fmt.Errorf(
-					"%w %q: the kernel refuses the rule (RULE_APPEND failed (No such file or directory)); "+
-						"declare it with --nfacct %s, or in the file %s of the --node DIR (the node's 'nfacct list' output; or --nfacct-list FILE)",
-					netfilter.ErrNoSuchNFAcct, name, name, nfacctFile)}
-			}
-		}
+// missingNFAcct explains a restore error for a rule naming an accounting
+// object the node does not have: the kernel refuses the rule
+// (RULE_APPEND failed (No such file or directory)), and kube-proxy creates
+// its objects before it writes rules. It keeps the line the error names
+// and says how to declare the object; nil if err is another error.
+func missingNFAcct(file string, err error) error {
+	var pe *netfilter.ParseError
+	if !errors.Is(err, netfilter.ErrNoSuchNFAcct) || !errors.As(err, &pe) {
+		return nil
 	}
-	return nil
+	name := pe.Token
+	return &inputError{file: file, line: pe.Line, err: fmt.Errorf(
+		"%w %q: the kernel refuses the rule (RULE_APPEND failed (No such file or directory)); "+
+			"declare it with --nfacct %s, or in the file %s of the --node DIR (the node's 'nfacct list' output; or --nfacct-list FILE)",
+		netfilter.ErrNoSuchNFAcct, name, name, nfacctFile)}
 }

@@ -326,10 +326,8 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 			return err
 		}
 		if err := h.Restore(f, data, netfilter.RestoreOptions{Counters: true}); err != nil {
-			if errors.Is(err, netfilter.ErrNoSuchNFAcct) {
-				if m := missingNFAcct(h, displayName(file), data); m != nil {
-					return m
-				}
+			if m := missingNFAcct(displayName(file), err); m != nil {
+				return m
 			}
 			return &inputError{file: displayName(file), err: err}
 		}

@@ -41,6 +41,7 @@ import (
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 // Names and addresses of the scenario.
@@ -116,7 +117,7 @@ func proxy(node, podCIDR string, yaml []byte) ([]byte, error) {
 
 // kubenetNode is vmss000000: eth0 in the VNet, the pods behind cbr0.
 func kubenetNode() (*netfilter.Host, error) {
-	h, _ := story.NewHost(7)
+	h, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 7})
 	for _, err := range []error{
 		h.AddInterface("eth0", netip.MustParsePrefix("10.240.0.4/16")),
 		h.AddInterface("cbr0", netip.MustParsePrefix("10.100.0.1/24")),
@@ -181,7 +182,7 @@ func masqAgentRules(data string) ([]byte, error) {
 // cniNode is vmss000000 of the Azure CNI cluster: the pods share the
 // node's subnet on the azure0 bridge.
 func cniNode() (*netfilter.Host, error) {
-	h, _ := story.NewHost(8)
+	h, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 8})
 	for _, err := range []error{
 		h.AddInterface("azure0", netip.MustParsePrefix(CNINodeIP+"/24")),
 		h.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "azure0", Gateway: netip.MustParseAddr("10.220.2.1")}),
@@ -209,7 +210,7 @@ func explain(w io.Writer, h *netfilter.Host, iface string, p netfilter.Packet) e
 		return err
 	}
 	for _, o := range outs {
-		fmt.Fprintf(w, "  p=%-24s (%.11f)  → %s\n", o.Probability, o.Probability.Float64(), story.Addr(o.Result.Packet))
+		fmt.Fprintf(w, "  p=%-24s (%.11f)  → %s\n", o.Probability, o.Probability.Float64(), netfiltertest.Addrs(o.Result.Packet))
 	}
 	return nil
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 func TestOutput(t *testing.T) {
@@ -54,7 +54,7 @@ func TestProbabilities(t *testing.T) {
 		assert.Zero(t, o.Probability.Rat().Cmp(want[dst]), "%s: %s", dst, o.Probability)
 		assert.NotZero(t, o.Probability.Rat().Cmp(big.NewRat(1, 3)), "not a third")
 		assert.Equal(t, ClientPod, o.Result.Packet.Src.String(), "pod source: no masquerade")
-		assert.False(t, story.Matched(*o.Result, netfilter.NAT, "KUBE-SERVICES", 1), "no KUBE-MARK-MASQ from inside the pod CIDR")
+		assert.False(t, netfiltertest.Matched(*o.Result, netfilter.NAT, "KUBE-SERVICES", 1), "no KUBE-MARK-MASQ from inside the pod CIDR")
 	}
 
 	require.NoError(t, loadProxy(node, "aks-nodepool1-27511634-vmss000000", "10.100.0.0/16", nginx(KubenetIP, twoPods...)))
@@ -78,7 +78,7 @@ func TestCounters(t *testing.T) {
 	for sport := 33000; sport < 33003; sport++ {
 		r := node.Receive("cbr0", fromPod(ClientPod, KubenetIP+":80", sport))
 		require.Equal(t, netfilter.Forwarded, r.Disposition)
-		assert.True(t, story.Matched(r, netfilter.NAT, "KUBE-SERVICES", 2))
+		assert.True(t, netfiltertest.Matched(r, netfilter.NAT, "KUBE-SERVICES", 2))
 	}
 	nat := node.Ruleset(netfilter.IPv4).Table(netfilter.NAT)
 	assert.Equal(t, netfilter.Counters{Packets: 3, Bytes: 180}, nat.Chain("KUBE-SERVICES").Rules[1].Counters)
@@ -113,14 +113,14 @@ func TestMasqAgent(t *testing.T) {
 		r := cni.Receive("azure0", fromPod(CNIPod, tc.dst, sport))
 		require.Equal(t, netfilter.Forwarded, r.Disposition, tc.dst)
 		assert.Equal(t, tc.src, r.Packet.Src.String(), tc.dst)
-		assert.True(t, story.Matched(r, netfilter.NAT, MasqChain, tc.rule), tc.dst)
+		assert.True(t, netfiltertest.Matched(r, netfilter.NAT, MasqChain, tc.rule), tc.dst)
 	}
 	require.NoError(t, syncMasqAgent(cni, editedConfigMap))
 	for _, tc := range tests {
 		sport++
 		r := cni.Receive("azure0", fromPod(CNIPod, tc.dst, sport))
 		assert.Equal(t, tc.afterSrc, r.Packet.Src.String(), tc.dst)
-		assert.True(t, story.Matched(r, netfilter.NAT, MasqChain, tc.after), tc.dst)
+		assert.True(t, netfiltertest.Matched(r, netfilter.NAT, MasqChain, tc.after), tc.dst)
 	}
 	chain := cni.Ruleset(netfilter.IPv4).Table(netfilter.NAT).Chain(MasqChain)
 	require.Len(t, chain.Rules, 5)

@@ -30,6 +30,7 @@ import (
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/ipset"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 var (
@@ -52,10 +53,10 @@ const (
 // newNet wires the pod, its node and the two servers. The node reaches
 // VNet B through the VNet's gateway (the peering).
 func newNet(w io.Writer) (*story.Net, error) {
-	node, _ := story.NewHost(1)
-	pod, _ := story.NewHost(2)
-	a, _ := story.NewHost(3)
-	b, _ := story.NewHost(4)
+	node, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 1})
+	pod, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 2})
+	a, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 3})
+	b, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 4})
 	for _, err := range []error{
 		node.AddInterface("eth0", netip.MustParsePrefix(NodeIP+"/16")),
 		// Azure CNI in transparent mode (with Calico): one veth per pod,
@@ -99,7 +100,7 @@ func curl(w io.Writer, n *story.Net, server string, sport int) (netip.Addr, erro
 		return netip.Addr{}, fmt.Errorf("curl %s: %s on %s", server, last.Result.Disposition, last.Host)
 	}
 	fmt.Fprintf(w, "%s docker logs: %s - - \"GET / HTTP/1.1\" 200 612 \"-\" \"curl/7.68.0\" \"-\"\n", last.Host, last.In.Src)
-	back := n.Send(last.Host, story.Reply(last.Result.Packet, inet.SYN|inet.ACK))
+	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
 	if l := story.Last(back); l.Host != "pod" || l.Result.Disposition != netfilter.Delivered {
 		return netip.Addr{}, fmt.Errorf("reply from %s: %s on %s", server, l.Result.Disposition, l.Host)
 	}

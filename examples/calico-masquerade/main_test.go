@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/netip"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/ipset"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 func TestOutput(t *testing.T) {
@@ -28,9 +30,13 @@ func TestWhoSeesWhat(t *testing.T) {
 	n, err := newNet(io.Discard)
 	require.NoError(t, err)
 	node := n.Host("node")
+	// Each probe is a new connection: a packet of an existing one skips
+	// the nat table, and no nat rule could match it.
+	sport := 40000
 	masq := func(server string) bool {
-		r := node.Receive("azv46", story.TCP(PodIP+":40000", server+":80", inet.SYN))
-		return story.Matched(r, netfilter.NAT, "cali-nat-outgoing", 1)
+		sport++
+		r := node.Receive("azv46", story.TCP(fmt.Sprintf("%s:%d", PodIP, sport), server+":80", inet.SYN))
+		return netfiltertest.Matched(r, netfilter.NAT, "cali-nat-outgoing", 1)
 	}
 	src, err := curl(io.Discard, n, ServerA, 50001)
 	require.NoError(t, err)

@@ -38,6 +38,7 @@ import (
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 	"github.com/packetwalk/packetwalk/render"
 )
 
@@ -86,7 +87,7 @@ func newNet(w io.Writer, yaml []byte, pods ...string) (*story.Net, error) {
 	if err != nil {
 		return nil, err
 	}
-	node, _ := story.NewHost(2)
+	node, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 2})
 	// The node's address lives on the azure0 bridge, with the pods' veths
 	// and eth0 as its ports.
 	if err := node.AddInterface("azure0", netip.MustParsePrefix(NodeIP+"/24")); err != nil {
@@ -105,7 +106,7 @@ func newNet(w io.Writer, yaml []byte, pods ...string) (*story.Net, error) {
 	}
 	n := story.NewNet(w)
 	n.Add("node", node)
-	internet, _ := story.NewHost(1)
+	internet, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 1})
 	if err := internet.AddInterface("eth0", netip.MustParsePrefix(Laptop+"/32"), netip.MustParsePrefix(Laptop2+"/32")); err != nil {
 		return nil, err
 	}
@@ -119,7 +120,7 @@ func newNet(w io.Writer, yaml []byte, pods ...string) (*story.Net, error) {
 	n.Link("node", "0.0.0.0/0", "laptop", "eth0")
 	for i, ip := range pods {
 		name := fmt.Sprintf("pod %s", ip)
-		p, _ := story.NewHost(uint64(10 + i))
+		p, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: uint64(10 + i)})
 		if err := p.AddInterface("eth0", netip.MustParsePrefix(ip+"/24")); err != nil {
 			return nil, err
 		}
@@ -146,13 +147,13 @@ func connect(n *story.Net, w io.Writer, src, vip string, sport int) ([]story.Hop
 		return hops, fmt.Errorf("SYN from %d: %s on %s", sport, last.Result.Disposition, last.Host)
 	}
 	story.Title(w, "The SYN-ACK back from %s", last.Host)
-	back := n.Send(last.Host, story.Reply(last.Result.Packet, inet.SYN|inet.ACK))
+	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
 	l := story.Last(back)
 	if l.Host != "laptop" || l.Result.Disposition != netfilter.Delivered {
 		return hops, fmt.Errorf("SYN-ACK ended on %s: %s", l.Host, l.Result.Disposition)
 	}
 	story.Title(w, "The ACK")
-	n.Send("laptop", story.Reply(l.Result.Packet, inet.ACK))
+	n.Send("laptop", netfiltertest.Reply(l.Result.Packet, inet.ACK))
 	return hops, nil
 }
 
@@ -170,7 +171,7 @@ func run(w io.Writer) error {
 		return err
 	}
 	for _, o := range outs {
-		fmt.Fprintf(w, "  p=%s  %s -> %s mark %#x\n", o.Probability, story.Addr(syn), story.Addr(o.Result.Packet), o.Result.Packet.Mark)
+		fmt.Fprintf(w, "  p=%s  %s -> %s mark %#x\n", o.Probability, netfiltertest.Addrs(syn), netfiltertest.Addrs(o.Result.Packet), o.Result.Packet.Mark)
 	}
 	// The post's two connections, from ports 51535 and 51536.
 	for sport := 51535; sport <= 51536; sport++ {
@@ -254,6 +255,6 @@ func picture() ([]byte, error) {
 		Table: netfilter.NAT,
 		Roots: []string{"PREROUTING", "POSTROUTING"},
 		Path:  r.Trace,
-		Title: "AKS node, nat table: " + story.Addr(syn) + " → " + story.Addr(r.Packet),
+		Title: "AKS node, nat table: " + netfiltertest.Addrs(syn) + " → " + netfiltertest.Addrs(r.Packet),
 	})
 }

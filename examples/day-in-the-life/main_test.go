@@ -19,6 +19,7 @@ import (
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 	"github.com/packetwalk/packetwalk/render"
 )
 
@@ -79,12 +80,12 @@ func TestClusterPolicy(t *testing.T) {
 		require.Contains(t, pods, dst)
 		assert.Equal(t, NodeIP, r.Packet.Src.String(), "masqueraded to the node")
 		assert.Equal(t, uint32(0x4000), r.Packet.Mark)
-		assert.True(t, story.Matched(r, netfilter.NAT, "KUBE-SERVICES", 3))
-		assert.True(t, story.Matched(r, netfilter.NAT, FWChain, 1))
-		assert.True(t, story.Matched(r, netfilter.NAT, FWChain, 2))
-		assert.False(t, story.Matched(r, netfilter.NAT, FWChain, 3), "KUBE-MARK-DROP not reached")
-		assert.True(t, story.Matched(r, netfilter.NAT, SvcChain, pods[dst]))
-		assert.True(t, story.Matched(r, netfilter.NAT, "KUBE-POSTROUTING", 1))
+		assert.True(t, netfiltertest.Matched(r, netfilter.NAT, "KUBE-SERVICES", 3))
+		assert.True(t, netfiltertest.Matched(r, netfilter.NAT, FWChain, 1))
+		assert.True(t, netfiltertest.Matched(r, netfilter.NAT, FWChain, 2))
+		assert.False(t, netfiltertest.Matched(r, netfilter.NAT, FWChain, 3), "KUBE-MARK-DROP not reached")
+		assert.True(t, netfiltertest.Matched(r, netfilter.NAT, SvcChain, pods[dst]))
+		assert.True(t, netfiltertest.Matched(r, netfilter.NAT, "KUBE-POSTROUTING", 1))
 	}
 
 	// The walked connections: conntrack's reply tuples are addressed to
@@ -118,8 +119,8 @@ func TestLocalPolicy(t *testing.T) {
 		assert.Zero(t, o.Probability.Rat().Cmp(big.NewRat(1, 2)))
 		assert.Equal(t, Laptop2, o.Result.Packet.Src.String(), "client IP preserved")
 		assert.Zero(t, o.Result.Packet.Mark)
-		assert.True(t, story.Matched(*o.Result, netfilter.NAT, FWChain, 1))
-		assert.False(t, story.Matched(*o.Result, netfilter.NAT, "KUBE-MARK-MASQ", 1))
+		assert.True(t, netfiltertest.Matched(*o.Result, netfilter.NAT, FWChain, 1))
+		assert.False(t, netfiltertest.Matched(*o.Result, netfilter.NAT, "KUBE-MARK-MASQ", 1))
 	}
 	hops, err := connect(n, io.Discard, Laptop2, VIPLocal, 57675)
 	require.NoError(t, err)

@@ -32,6 +32,7 @@ import (
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 // cluster is one NodePort Service with one endpoint on this node.
@@ -73,7 +74,7 @@ func node(localhostNodePorts, routeLocalnet bool) (*netfilter.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := netfilter.NewHost(netfilter.HostConfig{Seed: 1, Clock: netfilter.NewManualClock(story.Clock), NoRouteLocalnet: !routeLocalnet})
+	h := netfilter.NewHost(netfilter.HostConfig{Seed: 1, Clock: netfilter.NewManualClock(netfiltertest.Epoch()), NoRouteLocalnet: !routeLocalnet})
 	h.Tracing = true
 	if err := h.AddInterface("eth0", netip.MustParsePrefix(NodeIP+"/24")); err != nil {
 		return nil, err

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 func TestOutput(t *testing.T) {
@@ -29,7 +29,7 @@ func TestRouteLocalnetOn(t *testing.T) {
 	assert.Equal(t, Bridge, r.Packet.Src.String())
 	assert.Equal(t, Pod, r.Packet.Dst.String())
 	assert.Equal(t, uint16(8080), r.Packet.DstPort)
-	assert.True(t, story.Matched(r, netfilter.NAT, "KUBE-POSTROUTING", 3), "masqueraded by KUBE-POSTROUTING")
+	assert.True(t, netfiltertest.Matched(r, netfilter.NAT, "KUBE-POSTROUTING", 3), "masqueraded by KUBE-POSTROUTING")
 	require.NotNil(t, r.Conn)
 }
 

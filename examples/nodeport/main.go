@@ -30,6 +30,7 @@ import (
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 //go:embed testdata/cluster.yaml
@@ -63,7 +64,7 @@ func node(name, ip, bridge string, seed uint64) (*netfilter.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, _ := story.NewHost(seed)
+	h, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: seed})
 	if err := h.AddInterface("eth0", netip.MustParsePrefix(ip+"/24")); err != nil {
 		return nil, err
 	}
@@ -81,7 +82,7 @@ func node(name, ip, bridge string, seed uint64) (*netfilter.Host, error) {
 }
 
 func pod(ip string) (*netfilter.Host, error) {
-	h, _ := story.NewHost(1)
+	h, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 1})
 	if err := h.AddInterface("eth0", netip.MustParsePrefix(ip+"/32")); err != nil {
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func newScenario(w io.Writer) (*scenario, error) {
 			return nil, err
 		}
 	}
-	client, _ := story.NewHost(1)
+	client, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 1})
 	if err := client.AddInterface("eth0", netip.MustParsePrefix(Client+"/24")); err != nil {
 		return nil, err
 	}
@@ -163,7 +164,7 @@ func run(w io.Writer) error {
 		return err
 	}
 	for _, o := range outs {
-		fmt.Fprintf(w, "  p=%-4s %s -> %s out %s\n", o.Probability, story.Addr(curl(40000)), story.Addr(o.Result.Packet), o.Result.Packet.Out)
+		fmt.Fprintf(w, "  p=%-4s %s -> %s out %s\n", o.Probability, netfiltertest.Addrs(curl(40000)), netfiltertest.Addrs(o.Result.Packet), o.Result.Packet.Out)
 	}
 
 	if err := connections(w, s); err != nil {
@@ -195,13 +196,13 @@ func connections(w io.Writer, s *scenario) error {
 		pod := last.Host
 		seen[last.In.Dst] = true
 		story.Title(w, "The SYN-ACK, %s → client", pod)
-		back := s.net.Send(pod, story.Reply(last.Result.Packet, inet.SYN|inet.ACK))
+		back := s.net.Send(pod, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
 		l := story.Last(back)
 		if l.Host != "client" || l.Result.Disposition != netfilter.Delivered {
 			return fmt.Errorf("SYN-ACK from %s ended on %s: %s", pod, l.Host, l.Result.Disposition)
 		}
 		story.Title(w, "The client's ACK completes the handshake")
-		s.net.Send("client", story.Reply(l.Result.Packet, inet.ACK))
+		s.net.Send("client", netfiltertest.Reply(l.Result.Packet, inet.ACK))
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 func TestOutput(t *testing.T) {
@@ -41,18 +42,18 @@ func TestFiftyFifty(t *testing.T) {
 	o2 := got[netip.MustParseAddrPort(Pod2+":8080")]
 	assert.Equal(t, Host1IP, o2.Result.Packet.Src.String())
 	assert.Equal(t, "eth0", o2.Result.Packet.Out)
-	assert.True(t, story.Matched(*o2.Result, netfilter.NAT, SvcChain, 3))
-	assert.True(t, story.Matched(*o2.Result, netfilter.NAT, SEP2, 2))
+	assert.True(t, netfiltertest.Matched(*o2.Result, netfilter.NAT, SvcChain, 3))
+	assert.True(t, netfiltertest.Matched(*o2.Result, netfilter.NAT, SEP2, 2))
 	// Local pod: rule 2, the 0.50000000000 statistic rule; masqueraded to
 	// the bridge's address.
 	o1 := got[netip.MustParseAddrPort(Pod1+":8080")]
 	assert.Equal(t, "172.16.166.129", o1.Result.Packet.Src.String())
 	assert.Equal(t, "cni0", o1.Result.Packet.Out)
-	assert.True(t, story.Matched(*o1.Result, netfilter.NAT, SvcChain, 2))
-	assert.True(t, story.Matched(*o1.Result, netfilter.NAT, SEP1, 2))
+	assert.True(t, netfiltertest.Matched(*o1.Result, netfilter.NAT, SvcChain, 2))
+	assert.True(t, netfiltertest.Matched(*o1.Result, netfilter.NAT, SEP1, 2))
 	for _, o := range outs {
-		assert.True(t, story.Matched(*o.Result, netfilter.NAT, "KUBE-SERVICES", 2), "KUBE-NODEPORTS jump")
-		assert.True(t, story.Matched(*o.Result, netfilter.NAT, "KUBE-POSTROUTING", 3), "MASQUERADE")
+		assert.True(t, netfiltertest.Matched(*o.Result, netfilter.NAT, "KUBE-SERVICES", 2), "KUBE-NODEPORTS jump")
+		assert.True(t, netfiltertest.Matched(*o.Result, netfilter.NAT, "KUBE-POSTROUTING", 3), "MASQUERADE")
 	}
 	svc := s.host1.Ruleset(netfilter.IPv4).Table(netfilter.NAT).Chain(SvcChain)
 	require.NotNil(t, svc)
@@ -73,7 +74,7 @@ func TestWalkCounters(t *testing.T) {
 		hops := s.net.Send("client", curl(sport))
 		last := story.Last(hops)
 		require.Equal(t, netfilter.Delivered, last.Result.Disposition)
-		back := s.net.Send(last.Host, story.Reply(last.Result.Packet, inet.SYN|inet.ACK))
+		back := s.net.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
 		l := story.Last(back)
 		assert.Equal(t, "client", l.Host)
 		assert.Equal(t, netip.MustParseAddr(Host1IP), l.In.Src, "the reply comes from the node address")

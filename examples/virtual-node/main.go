@@ -33,6 +33,7 @@ import (
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/ipset"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 var (
@@ -53,7 +54,7 @@ const (
 )
 
 func newNet(w io.Writer) (*story.Net, error) {
-	node, _ := story.NewHost(5)
+	node, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 5})
 	errs := []error{
 		node.AddInterface("azure0", netip.MustParsePrefix(NodeIP+"/24")),
 		node.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "azure0", Gateway: netip.MustParseAddr("10.13.76.1")}),
@@ -69,7 +70,7 @@ func newNet(w io.Writer) (*story.Net, error) {
 		{"kuard@aci", ACIPod, "/24", "10.13.100.1"},
 		{"kuard@aci0", ACIPod0, "/24", "10.13.100.1"},
 	} {
-		h, _ := story.NewHost(6)
+		h, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 6})
 		errs = append(errs,
 			h.AddInterface("eth0", netip.MustParsePrefix(p.ip+p.bits)),
 			h.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0", Gateway: netip.MustParseAddr(p.gw)}))
@@ -96,11 +97,11 @@ func curl(w io.Writer, n *story.Net, ip string, sport int) (netip.AddrPort, erro
 	if last.Result.Disposition != netfilter.Delivered {
 		return netip.AddrPort{}, fmt.Errorf("curl %s: %s on %s", ip, last.Result.Disposition, last.Host)
 	}
-	back := n.Send(last.Host, story.Reply(last.Result.Packet, inet.SYN|inet.ACK))
+	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
 	if l := story.Last(back); l.Host != "ingress" || l.Result.Disposition != netfilter.Delivered {
 		return netip.AddrPort{}, fmt.Errorf("reply from %s: %s on %s", ip, l.Result.Disposition, l.Host)
 	}
-	n.Send("ingress", story.Reply(story.Last(back).Result.Packet, inet.ACK))
+	n.Send("ingress", netfiltertest.Reply(story.Last(back).Result.Packet, inet.ACK))
 	addr := netip.AddrPortFrom(last.In.Src, last.In.SrcPort)
 	fmt.Fprintf(w, "[...]\"requestAddr\":\"%s\"}\n", addr)
 	return addr, nil

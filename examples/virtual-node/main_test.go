@@ -12,6 +12,7 @@ import (
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 func TestOutput(t *testing.T) {
@@ -37,9 +38,9 @@ func TestRequestAddr(t *testing.T) {
 		r := n.Host("node0").Receive("azure0", story.TCP(Ingress+":30000", tc.dst+":8080", inet.SYN))
 		require.Equal(t, netfilter.Forwarded, r.Disposition)
 		assert.Equal(t, tc.seen, r.Packet.Src.String(), tc.dst)
-		assert.Equal(t, tc.calico, story.Matched(r, netfilter.NAT, "cali-nat-outgoing", 1), tc.dst)
+		assert.Equal(t, tc.calico, netfiltertest.Matched(r, netfilter.NAT, "cali-nat-outgoing", 1), tc.dst)
 		// ip-masq-agent would have spared every one of them.
-		assert.Equal(t, !tc.calico, story.Matched(r, netfilter.NAT, "IP-MASQ-AGENT", 1), tc.dst)
+		assert.Equal(t, !tc.calico, netfiltertest.Matched(r, netfilter.NAT, "IP-MASQ-AGENT", 1), tc.dst)
 	}
 	addr, err := curl(io.Discard, n, ACIPod, 59852)
 	require.NoError(t, err)
@@ -62,5 +63,5 @@ func TestAddVirtualNodePool(t *testing.T) {
 	r := node.Receive("azure0", story.TCP(Ingress+":30000", ACIPod+":8080", inet.SYN))
 	require.Equal(t, netfilter.Forwarded, r.Disposition)
 	assert.Equal(t, Ingress, r.Packet.Src.String())
-	assert.True(t, story.Matched(r, netfilter.NAT, "IP-MASQ-AGENT", 1))
+	assert.True(t, netfiltertest.Matched(r, netfilter.NAT, "IP-MASQ-AGENT", 1))
 }

@@ -44,6 +44,9 @@ func runCase(lab *kerneltest.Lab, c genCase, st *caseStats) (caseResult, error) 
 		fam = netfilter.IPv6
 	}
 	h := newSimHost()
+	if c.NewHost != nil {
+		h = c.NewHost()
+	}
 	simErr := h.Restore(fam, []byte(c.Rules), netfilter.RestoreOptions{})
 	var kernErr error
 	if fam == netfilter.IPv6 {

@@ -100,6 +100,9 @@ func (p genPacket) String() string {
 type genCase struct {
 	Rules   string
 	Packets []genPacket
+	// NewHost, when set, builds the simulated node instead of newSimHost,
+	// for labs whose node has more interfaces or addresses.
+	NewHost func() *netfilter.Host
 }
 
 func (c genCase) String() string {

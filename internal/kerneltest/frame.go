@@ -99,6 +99,11 @@ func specLayers(spec FrameSpec) ([]gopacket.SerializableLayer, error) {
 		return nil, fmt.Errorf("%w: Src %v and Dst %v must both be set", ErrBadSpec, spec.Src, spec.Dst)
 	}
 	src, dst := spec.Src.Unmap(), spec.Dst.Unmap()
+	if src.Is4() != dst.Is4() && spec.Src.Is6() && spec.Dst.Is6() {
+		// An IPv4-mapped address next to a real IPv6 one: an IPv6 frame
+		// carrying the mapped address as its 16 bytes.
+		src, dst = spec.Src, spec.Dst
+	}
 	if src.Is4() != dst.Is4() {
 		return nil, fmt.Errorf("%w: Src %v and Dst %v are of different families", ErrBadSpec, src, dst)
 	}

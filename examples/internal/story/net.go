@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 // Net connects hosts: each host's links say which neighbour (and which of
@@ -67,7 +68,7 @@ func (n *Net) Send(from string, p netfilter.Packet) []Hop {
 			fmt.Fprintf(n.w, "  (%s has no neighbour towards %s)\n", last.Host, last.Result.Packet.Dst)
 			break
 		}
-		in := Wire(last.Result.Packet)
+		in := netfiltertest.Wire(last.Result.Packet)
 		r := Receive(n.w, to, n.hosts[to], iface, in)
 		hops = append(hops, Hop{Host: to, Iface: iface, In: in, Result: r})
 		n.hop(hops[len(hops)-1])

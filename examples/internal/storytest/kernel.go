@@ -19,6 +19,7 @@ import (
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 // Replay records the packets that entered one simulated node during a
@@ -132,7 +133,7 @@ func (r *Replay) once(lab *kerneltest.Lab) (string, error) {
 			fmt.Fprintf(&got, "%s: %s\n", c.Side, summaryGist(c.Summary))
 		}
 		if got.String() != want {
-			return fmt.Sprintf("packet %d %s [%s] in on %s:\n  simulator: %q\n  kernel:    %q", i, story.Addr(s.in), s.in.TCPFlags, s.iface, want, got.String()), nil
+			return fmt.Sprintf("packet %d %s [%s] in on %s:\n  simulator: %q\n  kernel:    %q", i, netfiltertest.Addrs(s.in), s.in.TCPFlags, s.iface, want, got.String()), nil
 		}
 	}
 	return "", nil
@@ -147,7 +148,7 @@ func (r *Replay) side(iface string, a netip.Addr) (kerneltest.Side, bool) {
 }
 
 func gist(p netfilter.Packet) string {
-	return fmt.Sprintf("%s [%s]", story.Addr(p), p.TCPFlags)
+	return fmt.Sprintf("%s [%s]", netfiltertest.Addrs(p), p.TCPFlags)
 }
 
 func summaryGist(s kerneltest.Summary) string {

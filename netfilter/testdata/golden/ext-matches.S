@@ -1,0 +1,98 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -m dscp --dscp 0x0a -j ACCEPT
+-A PREROUTING -m dscp ! --dscp 0x3f
+-A PREROUTING -m dscp --dscp 0x22
+-A PREROUTING -m dscp ! --dscp 0x2e
+-A PREROUTING -m dscp --dscp 0x00
+-A PREROUTING -m tos --tos 0x10/0xff
+-A PREROUTING -m tos ! --tos 0x10/0x3f
+-A PREROUTING -m tos --tos 0x10/0x3f
+-A PREROUTING -m tos --tos 0x08/0x3f
+-A PREROUTING -m tos --tos 0x04/0x3f
+-A PREROUTING -m tos ! --tos 0x02/0x3f
+-A PREROUTING -m tos --tos 0x00/0x3f
+-A PREROUTING -m tos --tos 0x05/0x3f
+-A PREROUTING -m tos --tos 0x02/0x00
+-A PREROUTING -m ttl --ttl-eq 5
+-A PREROUTING -m ttl ! --ttl-eq 64
+-A PREROUTING -m ttl --ttl-lt 2
+-A PREROUTING -m ttl --ttl-gt 254
+-A PREROUTING -m ttl --ttl-eq 16
+-A PREROUTING -p tcp -m ecn --ecn-tcp-cwr
+-A PREROUTING -p tcp -m ecn ! --ecn-tcp-ece
+-A PREROUTING -p tcp -m ecn --ecn-tcp-ece --ecn-tcp-cwr --ecn-ip-ect 0
+-A PREROUTING -p tcp -m ecn ! --ecn-tcp-ece --ecn-tcp-cwr ! --ecn-ip-ect 3
+-A PREROUTING -m ecn --ecn-ip-ect 2
+-A PREROUTING -p udp -m ecn ! --ecn-ip-ect 1
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A INPUT -p ah -m ah --ahspi 5:10 -j ACCEPT
+-A INPUT -p ah -m ah ! --ahspi 5:10
+-A INPUT -p ah -m ah
+-A INPUT -p ah -m ah --ahspi 10:5
+-A INPUT -p ah -m ah --ahspi 16
+-A INPUT -p ah -m ah --ahspi 4294967295
+-A INPUT -p ah -m ah --ahspi 0:5
+-A INPUT -p ah -m ah --ahspi 5:4294967295
+-A INPUT -p ah -m ah --ahspi 5
+-A INPUT -p esp -m esp --espspi 5 -j ACCEPT
+-A INPUT -p esp -m esp ! --espspi 1:2
+-A INPUT -p esp -m esp
+-A INPUT -p esp -m esp
+-A INPUT -p ipcomp -m ipcomp --ipcompspi 5
+-A INPUT -p ipcomp -m ipcomp ! --ipcompspi 5:7
+-A INPUT -p ipcomp -m ipcomp --ipcompspi 0 --compres
+-A INPUT -p ipcomp -m ipcomp --ipcompspi 0
+-A INPUT -p tcp -m tcpmss --mss 1400
+-A INPUT -p tcp -m tcpmss ! --mss 1000:1500
+-A INPUT -p tcp -m tcpmss --mss 0:536
+-A INPUT -p tcp -m tcpmss --mss 1460:65535
+-A INPUT -p tcp -m tcp --tcp-flags FIN,SYN,RST,ACK SYN -m tcpmss --mss 16 -j DROP
+-A INPUT -p dccp -m dccp --sport 5 --dport 6:7
+-A INPUT -p dccp -m dccp ! --sport 5 ! --dport 6:7 -j DROP
+-A INPUT -p dccp -m dccp --dccp-types REQUEST,RESPONSE,DATA,ACK,DATAACK,CLOSEREQ,CLOSE,RESET,SYNC,SYNCACK,INVALID
+-A INPUT -p dccp -m dccp ! --dccp-types REQUEST,INVALID
+-A INPUT -p dccp -m dccp --dccp-option 5
+-A INPUT -p dccp -m dccp ! --dccp-option 255
+-A INPUT -p dccp -m dccp
+-A INPUT -p dccp -m dccp --sport 7:5 --dport 22
+-A INPUT -p dccp -m dccp --sport 0:80 --dport 1024:65535
+-A INPUT -m realm --realm 0x5
+-A INPUT -m realm ! --realm 0x5/0xff
+-A INPUT -m realm --realm cosmos
+-A INPUT -m realm --realm cosmos
+-A INPUT -m realm --realm 0xffffffff/0x0
+-A INPUT -m devgroup --src-group 0x5
+-A INPUT -m devgroup ! --src-group 0x5/0xf
+-A INPUT -m devgroup --src-group default
+-A INPUT -m cpu --cpu 1
+-A INPUT -m cpu ! --cpu 16
+-A INPUT -m cgroup --cgroup 5
+-A INPUT -m cgroup ! --path "/"
+-A INPUT -m cluster --cluster-local-nodemask 0x00000001 --cluster-total-nodes 2 --cluster-hash-seed 0x0000dead
+-A INPUT -m cluster ! --cluster-local-nodemask 0x00000005 --cluster-total-nodes 4 --cluster-hash-seed 0x00000001
+-A INPUT -m cluster ! --cluster-local-nodemask 0x80000000 --cluster-total-nodes 32 --cluster-hash-seed 0xffffffff
+-A INPUT -m connlabel --label "5"
+-A INPUT -m connlabel ! --label "16" --set
+-A INPUT -m connlabel --label "127" --set
+-A INPUT -m connbytes --connbytes 10 --connbytes-mode packets --connbytes-dir original
+-A INPUT -m connbytes ! --connbytes 10:100 --connbytes-mode bytes --connbytes-dir both
+-A INPUT -m connbytes --connbytes 10 --connbytes-mode avgpkt --connbytes-dir reply
+-A INPUT -m connbytes ! --connbytes 10 --connbytes-mode avgpkt --connbytes-dir reply
+-A INPUT -m connbytes --connbytes 0:10 --connbytes-mode bytes --connbytes-dir original
+-A INPUT -m connbytes --connbytes 10:10 --connbytes-mode packets --connbytes-dir original
+-A INPUT -m connbytes --connbytes 18446744073709551615 --connbytes-mode packets --connbytes-dir both
+-A FORWARD -m devgroup ! --src-group 0x5/0xf ! --dst-group 0x7
+-A FORWARD -m devgroup --dst-group default
+-A FORWARD -m realm --realm 0x3
+-A OUTPUT -m cgroup --cgroup 1048577
+-A OUTPUT -m cgroup ! --cgroup 5
+-A OUTPUT -m cgroup --path "/"
+-A OUTPUT -m devgroup --dst-group 0x1/0x1

@@ -1,0 +1,76 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -m dscp --dscp 0x0a -j ACCEPT
+-A PREROUTING -m dscp ! --dscp 0x30
+-A PREROUTING -m tos --tos 0x10/0xff
+-A PREROUTING -m tos ! --tos 0x10/0x3f
+-A PREROUTING -m hl --hl-eq 5
+-A PREROUTING -m hl ! --hl-eq 255
+-A PREROUTING -m hl --hl-lt 2
+-A PREROUTING -m hl --hl-gt 64
+-A PREROUTING -p tcp -m ecn --ecn-tcp-ece --ecn-ip-ect 1
+-A PREROUTING -m ecn ! --ecn-ip-ect 3
+-A PREROUTING -m eui64
+-A PREROUTING -s fe80::/64 -m eui64 -j ACCEPT
+# table filter
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-A INPUT -m ah --ahspi 5 --ahlen 3 --ahres -j ACCEPT
+-A INPUT -m ah ! --ahspi 5:6 ! --ahlen 3
+-A INPUT -m ah
+-A INPUT -m ah --ahspi 7 --ahres
+-A INPUT -m ah --ahlen 16
+-A INPUT -p esp -m esp --espspi 7
+-A INPUT -p esp -m esp ! --espspi 7:9
+-A INPUT -p tcp -m tcpmss --mss 1220:1440
+-A INPUT -m frag --fragid 5
+-A INPUT -m frag ! --fragid 5:10 --fraglen 8 --fragres --fragfirst --fragmore
+-A INPUT -m frag --fraglast
+-A INPUT -m frag
+-A INPUT -m frag ! --fraglen 8
+-A INPUT -m frag --fragid 0:7 --fragfirst
+-A INPUT -m hbh --hbh-len 5
+-A INPUT -m hbh ! --hbh-len 8 --hbh-opts 1:2,5
+-A INPUT -m hbh --hbh-opts 1,2:3
+-A INPUT -m hbh
+-A INPUT -m dst --dst-len 0
+-A INPUT -m dst ! --dst-len 16 --dst-opts 201:16
+-A INPUT -m dst --dst-opts 0,1:4,5
+-A INPUT -m rt --rt-type 0
+-A INPUT -m rt ! --rt-type 2 --rt-segsleft 1:3 --rt-len 24
+-A INPUT -m rt --rt-type 0 --rt-0-res --rt-0-addrs ::1,2001:db8::1 --rt-0-not-strict
+-A INPUT -m rt --rt-type 0 --rt-0-res
+-A INPUT -m rt
+-A INPUT -m rt ! --rt-segsleft 5
+-A INPUT -p mobility-header -m mh --mh-type 1
+-A INPUT -p mobility-header -m mh ! --mh-type 5
+-A INPUT -p mobility-header -m mh --mh-type 2:5
+-A INPUT -p mobility-header -m mh --mh-type 5:6
+-A INPUT -p mobility-header -m mh
+-A INPUT -p mobility-header -m mh --mh-type 255
+-A INPUT -p mobility-header -m mh --mh-type 3:255
+-A INPUT -p mobility-header -m mh --mh-type 0:7
+-A INPUT -m ipv6header --header hop-by-hop
+-A INPUT -m ipv6header ! --header hop-by-hop,ipv6-opts,ipv6-route,ipv6-frag,ah,esp,ipv6-nonxt,protocol --soft
+-A INPUT -m ipv6header --header hop-by-hop,ipv6-opts
+-A INPUT -m ipv6header --header ipv6-frag --soft
+-A INPUT -m ipv6header --header ipv6-route,ipv6-frag,ah,esp,ipv6-nonxt
+-A INPUT -m ipv6header ! --header ah,protocol
+-A INPUT -m srh --srh-next-hdr 17
+-A INPUT -m srh ! --srh-next-hdr 17 --srh-hdr-len-eq 8 --srh-segs-left-gt 1 --srh-last-entry-lt 3 --srh-tag 5
+-A INPUT -m srh --srh-hdr-len-gt 9 --srh-hdr-len-lt 9 ! --srh-segs-left-eq 5 --srh-segs-left-lt 5 --srh-last-entry-eq 0 --srh-last-entry-gt 0 ! --srh-tag 7
+-A INPUT -m srh --srh-psid ::1/64 --srh-nsid ::2/128 ! --srh-lsid ::3/48
+-A INPUT -m srh ! --srh-psid 2001:db8::1/128 ! --srh-nsid ::2/0
+-A INPUT -m srh
+-A INPUT -p dccp -m dccp --sport 5 --dport 6:7 --dccp-types DATA,ACK --dccp-option 2
+-A INPUT -m cpu --cpu 3
+-A INPUT -m devgroup --src-group 0x3/0xff
+-A INPUT -m cgroup --cgroup 7
+-A INPUT -m cluster --cluster-local-nodemask 0x00000006 --cluster-total-nodes 3 --cluster-hash-seed 0x12345678
+-A INPUT -m connbytes --connbytes 1:5 --connbytes-mode packets --connbytes-dir both
+-A INPUT -m connlabel --label "2"
