@@ -8,8 +8,16 @@
 //     iptables -S and -L views), the matches and targets, and Host, which
 //     sends packets through the hooks below; its package documentation is
 //     the map of the engine.
+//   - inet: the vocabulary the packages share (protocol numbers and their
+//     names, TCP flags, ErrNotModelled: what every package's
+//     ErrNotModelled means, for errors.Is); it imports nothing from the
+//     module.
 //   - conntrack: connection tracking and NAT bindings (a leaf package).
 //   - ipset: IP sets and their text formats (a leaf package).
+//
+// The leaf packages conntrack and ipset import no sibling domain package
+// (only inet and internal helpers); netfilter builds on both, and the
+// packages above it on netfilter. layering_test.go checks the rule.
 //   - kubeproxy: the ruleset kube-proxy (iptables mode) writes for a
 //     cluster's Services and EndpointSlices.
 //   - agents: the rules and sets of the other node agents (ip-masq-agent,

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/packetwalk/packetwalk/agents"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/ipset"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
@@ -35,7 +36,7 @@ func ExampleInstallIPMasqAgent() {
 	}
 	for _, dst := range []string{"10.20.0.5", "1.1.1.1"} {
 		syn := netfilter.TCP(netip.MustParseAddrPort("10.13.76.17:40000"),
-			netip.AddrPortFrom(netip.MustParseAddr(dst), 443), netfilter.SYN)
+			netip.AddrPortFrom(netip.MustParseAddr(dst), 443), inet.SYN)
 		r := h.Receive("eth0", syn)
 		fmt.Println(dst, "sees", r.Packet.Src)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -192,8 +193,8 @@ func azureCNINode(t *testing.T) *netfilter.Host {
 
 func tcpSYN(src, dst string) netfilter.Packet {
 	s, d := netip.MustParseAddrPort(src), netip.MustParseAddrPort(dst)
-	return netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP, Src: s.Addr(), Dst: d.Addr(),
-		SrcPort: s.Port(), DstPort: d.Port(), TCPFlags: netfilter.SYN, TTL: 64, Length: 60}
+	return netfilter.Packet{Family: netfilter.IPv4, Proto: inet.TCP, Src: s.Addr(), Dst: d.Addr(),
+		SrcPort: s.Port(), DstPort: d.Port(), TCPFlags: inet.SYN, TTL: 64, Length: 60}
 }
 
 func TestIPMasqAgentPackets(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkTrackEstablished(b *testing.B) {
 	n := masqNode(tb, 0)
 	n.forward(b, tcpFacts("192.168.10.2:41001", "10.96.0.10:80", syn))
 	n.forward(b, tcpFacts("10.244.1.5:8080", "10.244.1.1:41001", synack))
-	f := tcpFacts("192.168.10.2:41001", "10.96.0.10:80", TCPAck)
+	f := tcpFacts("192.168.10.2:41001", "10.96.0.10:80", inet.ACK)
 	b.ReportAllocs()
 	for b.Loop() {
 		info, _ := tb.Track(&f)
@@ -41,7 +42,7 @@ func TestTrackEstablishedAllocatesNothing(t *testing.T) {
 	n := masqNode(tb, 0)
 	n.forward(t, tcpFacts("192.168.10.2:41001", "10.96.0.10:80", syn))
 	n.forward(t, tcpFacts("10.244.1.5:8080", "10.244.1.1:41001", synack))
-	f := tcpFacts("192.168.10.2:41001", "10.96.0.10:80", TCPAck)
+	f := tcpFacts("192.168.10.2:41001", "10.96.0.10:80", inet.ACK)
 	allocs := testing.AllocsPerRun(100, func() {
 		info, _ := tb.Track(&f)
 		tp, _ := info.Entry.Translate(DNAT, info.Dir, f.Tuple)

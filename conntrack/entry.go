@@ -1,8 +1,11 @@
 package conntrack
 
 import (
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Clock is the time source of a [Table]. Tests pass a manual clock.
@@ -235,4 +238,28 @@ func hex(v uint64) string {
 			return string(b[i:])
 		}
 	}
+}
+
+// String returns the entry in one line for logs and test diffs: the
+// `conntrack -L` fields without the timeout and the use count, e.g.
+// "tcp ESTABLISHED src=10.0.0.1 dst=10.0.0.2 sport=40000 dport=80
+// src=10.0.0.2 dst=10.0.0.1 sport=80 dport=40000 [SEEN_REPLY|ASSURED|CONFIRMED] mark=0".
+func (e *Entry) String() string {
+	b := append([]byte(nil), e.Original.Proto.ConntrackName()...)
+	b = append(b, ' ')
+	if e.Original.Proto == inet.TCP {
+		b = append(b, e.TCPState.String()...)
+		b = append(b, ' ')
+	}
+	b = appendTuple(b, e.Original)
+	b = appendTuple(b, e.Reply)
+	b = append(b, '[')
+	b = append(b, e.Status.String()...)
+	b = append(b, "] mark="...)
+	b = strconv.AppendUint(b, uint64(e.Mark), 10)
+	if e.Original.Zone != 0 {
+		b = append(b, " zone="...)
+		b = strconv.AppendUint(b, uint64(e.Original.Zone), 10)
+	}
+	return string(b)
 }

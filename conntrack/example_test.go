@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 type fixedClock struct{ t time.Time }
@@ -22,8 +23,8 @@ func Example() {
 	ct := conntrack.NewTable(conntrack.Config{Clock: clk, Seed: 1})
 
 	syn := conntrack.Facts{
-		Tuple:    conntrack.TupleFrom(conntrack.ProtoTCP, netip.MustParseAddrPort("192.168.10.2:46652"), netip.MustParseAddrPort("10.96.0.10:80")),
-		TCPFlags: conntrack.TCPSyn,
+		Tuple:    conntrack.TupleFrom(inet.TCP, netip.MustParseAddrPort("192.168.10.2:46652"), netip.MustParseAddrPort("10.96.0.10:80")),
+		TCPFlags: inet.SYN,
 	}
 	info, _ := ct.Track(&syn) // PREROUTING, conntrack priority
 	fmt.Println(info.State)
@@ -56,7 +57,7 @@ tcp      6 431999 ESTABLISHED src=192.168.10.2 dst=10.96.0.10 sport=37738 dport=
 		fmt.Println(err)
 		return
 	}
-	n := ct.Delete(conntrack.Filter{Proto: conntrack.ProtoUDP, OrigDst: netip.MustParseAddr("10.96.0.53")})
+	n := ct.Delete(conntrack.Filter{Proto: inet.UDP, OrigDst: netip.MustParseAddr("10.96.0.53")})
 	fmt.Println(n, "deleted")
 	_ = ct.Dump(os.Stdout, conntrack.Format{Extended: true})
 	// Output:

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -38,17 +39,17 @@ func recordedLines(t *testing.T, path string) []string {
 func recordNode(tb *Table) *node {
 	return &node{tb: tb, masq: ip("10.244.1.1"), dnat: func(tp Tuple) (NATRange, bool) {
 		switch {
-		case tp.Dst == ip("10.96.0.10") && tp.Proto == ProtoTCP && tp.DstPort == 80:
+		case tp.Dst == ip("10.96.0.10") && tp.Proto == inet.TCP && tp.DstPort == 80:
 			return NATRange{MinAddr: ip("10.244.1.5"), MinPort: 8080}, true
-		case tp.Dst == ip("10.96.0.10") && tp.Proto == ProtoTCP && tp.DstPort == 82:
+		case tp.Dst == ip("10.96.0.10") && tp.Proto == inet.TCP && tp.DstPort == 82:
 			return NATRange{MinAddr: ip("10.244.1.99"), MinPort: 80}, true
-		case tp.Dst == ip("10.96.0.10") && tp.Proto == ProtoTCP && tp.DstPort == 81:
+		case tp.Dst == ip("10.96.0.10") && tp.Proto == inet.TCP && tp.DstPort == 81:
 			return NATRange{MinAddr: ip("10.244.1.5"), MinPort: 9999}, true
-		case tp.Dst == ip("10.96.0.53") && tp.Proto == ProtoUDP && tp.DstPort == 53:
+		case tp.Dst == ip("10.96.0.53") && tp.Proto == inet.UDP && tp.DstPort == 53:
 			return NATRange{MinAddr: ip("10.244.1.5"), MinPort: 5353}, true
-		case tp.Dst == ip("10.96.0.54") && tp.Proto == ProtoUDP && tp.DstPort == 53:
+		case tp.Dst == ip("10.96.0.54") && tp.Proto == inet.UDP && tp.DstPort == 53:
 			return NATRange{MinAddr: ip("10.244.1.5"), MinPort: 5999}, true
-		case tp.Dst == ip("10.96.0.20") && tp.Proto == ProtoICMP:
+		case tp.Dst == ip("10.96.0.20") && tp.Proto == inet.ICMP:
 			return NATRange{MinAddr: ip("10.244.1.5")}, true
 		}
 		return NATRange{}, false
@@ -86,7 +87,7 @@ func simulateRecordedFlows(t *testing.T, times map[string]time.Duration) (*Table
 		clk.now = epoch.Add(d)
 	}
 	n := recordNode(tb)
-	exchange := func(f Facts, flags ...uint8) {
+	exchange := func(f Facts, flags ...inet.TCPFlags) {
 		// flags alternate: even index original, odd index reply.
 		var toServer Tuple
 		for i, fl := range flags {
@@ -121,22 +122,22 @@ func simulateRecordedFlows(t *testing.T, times map[string]time.Duration) (*Table
 	// 4. TCP with data, client closes first.
 	at("timewait")
 	exchange(tcpFacts("192.168.10.2:41001", "10.96.0.10:80", 0),
-		TCPSyn, TCPSyn|TCPAck, TCPAck, TCPAck, TCPAck|TCPPsh, TCPAck|TCPPsh, TCPFin|TCPAck, TCPAck, TCPAck, TCPFin|TCPAck, TCPAck)
+		inet.SYN, inet.SYN|inet.ACK, inet.ACK, inet.ACK, inet.ACK|inet.PSH, inet.ACK|inet.PSH, inet.FIN|inet.ACK, inet.ACK, inet.ACK, inet.FIN|inet.ACK, inet.ACK)
 	// 5. SYN refused by RST.
-	exchange(tcpFacts("192.168.10.2:41003", "10.96.0.10:81", 0), TCPSyn, TCPRst|TCPAck)
+	exchange(tcpFacts("192.168.10.2:41003", "10.96.0.10:81", 0), inet.SYN, inet.RST|inet.ACK)
 	// 6. ICMP echo.
 	at("ping")
 	exchange(Facts{Tuple: ICMPTuple(ip("192.168.10.2"), ip("10.96.0.20"), 8, 0, 4242)}, 0, 0)
 	// 8. Mid-stream pickup of a bare ACK that is never answered.
 	at("pickup")
-	exchange(tcpFacts("192.168.10.2:41004", "10.96.0.10:82", 0), TCPAck)
+	exchange(tcpFacts("192.168.10.2:41004", "10.96.0.10:82", 0), inet.ACK)
 	// 9. A SYN never answered.
 	at("synsent")
-	exchange(tcpFacts("192.168.10.2:41005", "10.96.0.10:82", 0), TCPSyn)
+	exchange(tcpFacts("192.168.10.2:41005", "10.96.0.10:82", 0), inet.SYN)
 	// 7. TCP held open.
 	at("established")
 	exchange(tcpFacts("192.168.10.2:41002", "10.96.0.10:80", 0),
-		TCPSyn, TCPSyn|TCPAck, TCPAck, TCPAck, TCPAck|TCPPsh, TCPAck|TCPPsh, TCPAck)
+		inet.SYN, inet.SYN|inet.ACK, inet.ACK, inet.ACK, inet.ACK|inet.PSH, inet.ACK|inet.PSH, inet.ACK)
 	at("list")
 	return tb, clk
 }
@@ -227,7 +228,7 @@ func checkAccounting(t *testing.T, dir string) {
 		m, ok := model[e.Original]
 		if assert.True(t, ok, "model lacks %v", e.Original) {
 			assert.Equal(t, e.Counters, m.Counters, "counters of %v", e.Original)
-			if hasPorts(e.Original.Proto) && e.Reply.DstPort != e.Original.SrcPort {
+			if e.Original.Proto.HasPorts() && e.Reply.DstPort != e.Original.SrcPort {
 				// The clashing flow: both moved the source port to a
 				// random one of the 1024-65535 class.
 				assert.GreaterOrEqual(t, e.Reply.DstPort, uint16(1024))

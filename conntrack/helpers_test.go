@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,13 +33,13 @@ func newTestTable(t testing.TB, cfg Config) (*Table, *manualClock) {
 func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 func ip(s string) netip.Addr     { return netip.MustParseAddr(s) }
 
-func tcpFacts(src, dst string, flags uint8) Facts {
+func tcpFacts(src, dst string, flags inet.TCPFlags) Facts {
 	// A real window: a zero one would shorten timeouts (tcpTimeout).
-	return Facts{Tuple: TupleFrom(ProtoTCP, ap(src), ap(dst)), TCPFlags: flags, Len: 60, Window: 64240}
+	return Facts{Tuple: TupleFrom(inet.TCP, ap(src), ap(dst)), TCPFlags: flags, Len: 60, Window: 64240}
 }
 
 func udpFacts(src, dst string) Facts {
-	return Facts{Tuple: TupleFrom(ProtoUDP, ap(src), ap(dst)), Len: 40}
+	return Facts{Tuple: TupleFrom(inet.UDP, ap(src), ap(dst)), Len: 40}
 }
 
 // track runs Track and requires no error.

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
@@ -21,7 +22,7 @@ func TestIndexIsAMap(t *testing.T) {
 		return Tuple{
 			Src: rapid.SampledFrom(addrs).Draw(t, "src"), Dst: rapid.SampledFrom(addrs).Draw(t, "dst"),
 			SrcPort: rapid.Uint16Range(0, 3).Draw(t, "sport"), DstPort: rapid.Uint16Range(0, 3).Draw(t, "dport"),
-			Proto: rapid.SampledFrom([]uint8{ProtoTCP, ProtoUDP}).Draw(t, "proto"),
+			Proto: rapid.SampledFrom([]inet.Proto{inet.TCP, inet.UDP}).Draw(t, "proto"),
 			Zone:  rapid.Uint16Range(0, 1).Draw(t, "zone"),
 		}
 	})
@@ -103,7 +104,7 @@ func BenchmarkIndexGet(b *testing.B) {
 	var x index
 	var tuples []Tuple
 	for i := range 1000 {
-		orig := TupleFrom(ProtoTCP, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), uint16(1024+i)),
+		orig := TupleFrom(inet.TCP, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), uint16(1024+i)),
 			netip.MustParseAddrPort("10.96.0.1:80"))
 		e := &Entry{Original: orig, Reply: orig.Reverse()}
 		x.put(e, Reply)

@@ -212,7 +212,7 @@ func (r *NATRange) inRange(tp *Tuple, k NATKind) bool {
 	if !r.protoSpecified() {
 		return true
 	}
-	if !tp.IsICMP() && !hasPorts(tp.Proto) {
+	if !tp.IsICMP() && !tp.Proto.HasPorts() {
 		return true
 	}
 	return p >= r.MinPort && p <= r.MaxPort
@@ -342,7 +342,7 @@ func (t *Table) uniquePort(tp *Tuple, r NATRange, k NATKind, e *Entry) {
 		} else {
 			lo, size = uint32(r.MinPort), uint32(r.MaxPort-r.MinPort)+1
 		}
-	case hasPorts(tp.Proto):
+	case tp.Proto.HasPorts():
 		key = &tp.SrcPort
 		if k == DNAT {
 			key = &tp.DstPort
@@ -400,12 +400,12 @@ func (e *Entry) Translate(k NATKind, dir Dir, pkt Tuple) (Tuple, bool) {
 	out := pkt
 	if k == SNAT {
 		out.Src = addr
-		if hasPorts(pkt.Proto) {
+		if pkt.Proto.HasPorts() {
 			out.SrcPort = port
 		}
 	} else {
 		out.Dst = addr
-		if hasPorts(pkt.Proto) {
+		if pkt.Proto.HasPorts() {
 			out.DstPort = port
 		}
 	}
@@ -455,12 +455,12 @@ func (e *Entry) TranslateRelated(k NATKind, dir Dir, outer, inner Tuple) (Tuple,
 	o, in := outer, inner
 	if k == SNAT {
 		in.Dst = other.Dst
-		if hasPorts(in.Proto) {
+		if in.Proto.HasPorts() {
 			in.DstPort = other.DstPort
 		}
 	} else {
 		in.Src = other.Src
-		if hasPorts(in.Proto) {
+		if in.Proto.HasPorts() {
 			in.SrcPort = other.SrcPort
 		}
 	}

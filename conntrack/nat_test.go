@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,15 +24,15 @@ func TestNATDNATAndMasquerade(t *testing.T) {
 	out, info, ok := n.forward(t, tcpFacts("192.168.10.2:41001", "10.96.0.10:80", syn))
 	require.True(t, ok)
 	e := info.Entry
-	assert.Equal(t, TupleFrom(ProtoTCP, ap("10.244.1.1:41001"), ap("10.244.1.5:8080")), out.Tuple)
-	assert.Equal(t, TupleFrom(ProtoTCP, ap("10.244.1.5:8080"), ap("10.244.1.1:41001")), e.Reply)
+	assert.Equal(t, TupleFrom(inet.TCP, ap("10.244.1.1:41001"), ap("10.244.1.5:8080")), out.Tuple)
+	assert.Equal(t, TupleFrom(inet.TCP, ap("10.244.1.5:8080"), ap("10.244.1.1:41001")), e.Reply)
 	assert.Equal(t, StatusSrcNAT|StatusDstNAT|StatusSrcNATDone|StatusDstNATDone, e.Status&(StatusNATMask|StatusSrcNATDone|StatusDstNATDone))
 
 	// The reply is un-NATed: de-SNAT at PREROUTING, de-DNAT at POSTROUTING.
 	back, info, ok := n.forward(t, tcpFacts("10.244.1.5:8080", "10.244.1.1:41001", synack))
 	require.True(t, ok)
 	assert.Equal(t, Reply, info.Dir)
-	assert.Equal(t, TupleFrom(ProtoTCP, ap("10.96.0.10:80"), ap("192.168.10.2:41001")), back.Tuple)
+	assert.Equal(t, TupleFrom(inet.TCP, ap("10.96.0.10:80"), ap("192.168.10.2:41001")), back.Tuple)
 
 	// Later original packets are translated from the entry, no rule needed.
 	n.dnat = func(Tuple) (NATRange, bool) {
@@ -40,7 +41,7 @@ func TestNATDNATAndMasquerade(t *testing.T) {
 	}
 	out, _, ok = n.forward(t, tcpFacts("192.168.10.2:41001", "10.96.0.10:80", ack))
 	require.True(t, ok)
-	assert.Equal(t, TupleFrom(ProtoTCP, ap("10.244.1.1:41001"), ap("10.244.1.5:8080")), out.Tuple)
+	assert.Equal(t, TupleFrom(inet.TCP, ap("10.244.1.1:41001"), ap("10.244.1.5:8080")), out.Tuple)
 }
 
 func TestNATNullBindingKeepsTuple(t *testing.T) {
@@ -163,7 +164,7 @@ func TestNATHairpin(t *testing.T) {
 	n.masq = ip("10.244.1.1") // kube-proxy masquerades hairpin traffic
 	out, info, ok := n.forward(t, tcpFacts(pod+":40000", "10.96.0.10:80", syn))
 	require.True(t, ok)
-	assert.Equal(t, TupleFrom(ProtoTCP, ap("10.244.1.1:40000"), ap(pod+":8080")), out.Tuple)
+	assert.Equal(t, TupleFrom(inet.TCP, ap("10.244.1.1:40000"), ap(pod+":8080")), out.Tuple)
 	e := info.Entry
 	assert.NotEqual(t, e.Original, e.Reply)
 	// The pod answers the node, which turns it back into the service.
@@ -171,7 +172,7 @@ func TestNATHairpin(t *testing.T) {
 	require.True(t, ok)
 	assert.Same(t, e, info.Entry)
 	assert.Equal(t, Reply, info.Dir)
-	assert.Equal(t, TupleFrom(ProtoTCP, ap("10.96.0.10:80"), ap(pod+":40000")), back.Tuple)
+	assert.Equal(t, TupleFrom(inet.TCP, ap("10.96.0.10:80"), ap(pod+":40000")), back.Tuple)
 	_, info, ok = n.forward(t, tcpFacts(pod+":40000", "10.96.0.10:80", ack))
 	require.True(t, ok)
 	assert.Equal(t, StateEstablished, info.State)
@@ -196,11 +197,11 @@ func TestNATReusesSourceMapping(t *testing.T) {
 
 func TestNATIPv6Range(t *testing.T) {
 	tb, _ := newTestTable(t, Config{})
-	e := track(t, tb, Facts{Tuple: TupleFrom(ProtoTCP, ap("[fd00::2]:5000"), ap("[fd00:96::10]:80")), TCPFlags: TCPSyn}).Entry
+	e := track(t, tb, Facts{Tuple: TupleFrom(inet.TCP, ap("[fd00::2]:5000"), ap("[fd00:96::10]:80")), TCPFlags: inet.SYN}).Entry
 	require.NoError(t, tb.SetupNAT(e, DNAT, NATRange{MinAddr: ip("fd00:1::1"), MaxAddr: ip("fd00:1::4"), MinPort: 8080}))
 	got := e.Reply.Src
 	assert.True(t, got.Compare(ip("fd00:1::1")) >= 0 && got.Compare(ip("fd00:1::4")) <= 0, "got %v", got)
 	assert.Equal(t, uint16(8080), e.Reply.SrcPort)
-	e = track(t, tb, Facts{Tuple: TupleFrom(ProtoTCP, ap("[fd00::2]:5001"), ap("[fd00:96::10]:80")), TCPFlags: TCPSyn}).Entry
+	e = track(t, tb, Facts{Tuple: TupleFrom(inet.TCP, ap("[fd00::2]:5001"), ap("[fd00:96::10]:80")), TCPFlags: inet.SYN}).Entry
 	require.ErrorIs(t, tb.SetupNAT(e, DNAT, NATRange{MinAddr: ip("fd00:1::1"), MaxAddr: ip("fd00:2::1")}), ErrBadRange)
 }

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
@@ -17,7 +18,7 @@ func TestPropertyReverseIsInvolution(t *testing.T) {
 			typ := rapid.SampledFrom([]uint8{0, 8, 13, 14, 15, 16, 17, 18}).Draw(rt, "type")
 			tp = ICMPTuple(a, b, typ, 0, rapid.Uint16().Draw(rt, "id"))
 		} else {
-			proto := rapid.SampledFrom([]uint8{ProtoTCP, ProtoUDP, 47}).Draw(rt, "proto")
+			proto := rapid.SampledFrom([]inet.Proto{inet.TCP, inet.UDP, 47}).Draw(rt, "proto")
 			tp = TupleFrom(proto, netip.AddrPortFrom(a, rapid.Uint16().Draw(rt, "sp")), netip.AddrPortFrom(b, rapid.Uint16().Draw(rt, "dp")))
 		}
 		require.Equal(rt, tp, tp.Reverse().Reverse())
@@ -48,7 +49,7 @@ func TestPropertyNATRepliesUnNAT(t *testing.T) {
 			src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 168, 10, rapid.ByteRange(2, 4).Draw(rt, "client")}),
 				rapid.Uint16Range(1020, 1030).Draw(rt, "sport"))
 			dst := rapid.SampledFrom([]string{"10.96.0.10:80", "10.244.1.5:8080"}).Draw(rt, "dst")
-			f := Facts{Tuple: TupleFrom(ProtoUDP, src, ap(dst)), Len: 29}
+			f := Facts{Tuple: TupleFrom(inet.UDP, src, ap(dst)), Len: 29}
 			if _, _, ok := tb.Lookup(f.Tuple); ok {
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +17,7 @@ type rseg struct {
 	fresh, assured bool
 }
 
-func rseg1(dir Dir, flags uint8, seq, ack uint32, state State, tcp TCPState) wseg {
+func rseg1(dir Dir, flags inet.TCPFlags, seq, ack uint32, state State, tcp TCPState) wseg {
 	return wseg{dir: dir, flags: flags, seq: seq, ack: ack, wscale: -1, state: state, tcp: tcp}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -122,7 +123,7 @@ type Facts struct {
 	// code and, for queries, the identifier in SrcPort).
 	Tuple
 	// TCPFlags is the TCP flags byte (TCPSyn|TCPAck, ...).
-	TCPFlags uint8
+	TCPFlags inet.TCPFlags
 	// Len is the packet's length in bytes (IP total length) for counters.
 	Len int
 	// Inner is, for an ICMP error, the tuple of the packet embedded in it,
@@ -178,7 +179,7 @@ func (t *Table) Track(f *Facts) (Info, error) {
 	if f.IsICMP() && IsICMPError(f.Proto, f.ICMPType) {
 		return t.related(f, now), nil
 	}
-	if f.Proto == ProtoTCP && !tcpValidFlags(f.TCPFlags) {
+	if f.Proto == inet.TCP && !tcpValidFlags(f.TCPFlags) {
 		return Info{State: StateInvalid}, nil
 	}
 	for range 2 {
@@ -225,7 +226,7 @@ func (t *Table) related(f *Facts, now time.Time) Info {
 // create makes a new unconfirmed entry for the first packet of a flow.
 func (t *Table) create(f *Facts, now time.Time) (Info, error) {
 	switch {
-	case f.Proto == ProtoTCP:
+	case f.Proto == inet.TCP:
 		if !tcpNew(f.TCPFlags, t.loose) {
 			return Info{State: StateInvalid}, nil
 		}
@@ -239,7 +240,7 @@ func (t *Table) create(f *Facts, now time.Time) (Info, error) {
 	}
 	e := &Entry{Original: f.Tuple, Use: 1, ID: t.rng.Uint32(), udpStart: now}
 	f.Tuple.reverseInto(&e.Reply)
-	if f.Proto == ProtoTCP {
+	if f.Proto == inet.TCP {
 		e.tcp.initWindow(f)
 	}
 	t.packet(e, Original, f, now)
@@ -249,9 +250,9 @@ func (t *Table) create(f *Facts, now time.Time) (Info, error) {
 // packet runs the protocol handler for one packet of e.
 func (t *Table) packet(e *Entry, dir Dir, f *Facts, now time.Time) verdict {
 	switch {
-	case f.Proto == ProtoTCP:
+	case f.Proto == inet.TCP:
 		return t.tcpPacket(e, dir, f, now)
-	case f.Proto == ProtoUDP || f.Proto == 136: // UDP-Lite shares the UDP timeouts
+	case f.Proto == inet.UDP || f.Proto == 136: // UDP-Lite shares the UDP timeouts
 		if !e.Confirmed() {
 			e.udpStart = now
 		}
@@ -269,9 +270,9 @@ func (t *Table) packet(e *Entry, dir Dir, f *Facts, now time.Time) verdict {
 		} else {
 			t.refresh(e, dir, f.Len, t.timeouts.UDP, now)
 		}
-	case f.Proto == ProtoICMP:
+	case f.Proto == inet.ICMP:
 		t.refresh(e, dir, f.Len, t.timeouts.ICMP, now)
-	case f.Proto == ProtoICMPv6:
+	case f.Proto == inet.ICMPv6:
 		t.refresh(e, dir, f.Len, t.timeouts.ICMPv6, now)
 	default:
 		t.refresh(e, dir, f.Len, t.timeouts.Generic, now)
@@ -365,7 +366,7 @@ func (t *Table) Insert(e *Entry) error {
 	if e.Use == 0 {
 		e.Use = 1
 	}
-	if e.Original.Proto == ProtoTCP && e.tcp.seen[Original].maxwin == 0 && e.tcp.seen[Reply].maxwin == 0 {
+	if e.Original.Proto == inet.TCP && e.tcp.seen[Original].maxwin == 0 && e.tcp.seen[Reply].maxwin == 0 {
 		// A snapshot does not carry the windows: pick them up from the
 		// next segments and never judge them, as for a loose pickup.
 		e.tcp.seen[Original].flags |= seenLiberal | seenSACKPerm
@@ -463,7 +464,7 @@ func compareTuple(a, b Tuple) int {
 // fields match anything: Proto 0, invalid addresses, port 0, MarkMask 0,
 // Status 0 and TCPState TCPNone.
 type Filter struct {
-	Proto              uint8      // -p
+	Proto              inet.Proto // -p
 	OrigSrc, OrigDst   netip.Addr // -s/--orig-src, -d/--orig-dst
 	ReplySrc, ReplyDst netip.Addr // -r/--reply-src, -q/--reply-dst
 	OrigSrcPort        uint16     // --sport/--orig-port-src
@@ -484,10 +485,10 @@ func (f Filter) Match(e *Entry) bool {
 		f.OrigDst.IsValid() && o.Dst != f.OrigDst,
 		f.ReplySrc.IsValid() && r.Src != f.ReplySrc,
 		f.ReplyDst.IsValid() && r.Dst != f.ReplyDst,
-		f.OrigSrcPort != 0 && (!hasPorts(o.Proto) || o.SrcPort != f.OrigSrcPort),
-		f.OrigDstPort != 0 && (!hasPorts(o.Proto) || o.DstPort != f.OrigDstPort),
-		f.ReplySrcPort != 0 && (!hasPorts(r.Proto) || r.SrcPort != f.ReplySrcPort),
-		f.ReplyDstPort != 0 && (!hasPorts(r.Proto) || r.DstPort != f.ReplyDstPort),
+		f.OrigSrcPort != 0 && (!o.Proto.HasPorts() || o.SrcPort != f.OrigSrcPort),
+		f.OrigDstPort != 0 && (!o.Proto.HasPorts() || o.DstPort != f.OrigDstPort),
+		f.ReplySrcPort != 0 && (!r.Proto.HasPorts() || r.SrcPort != f.ReplySrcPort),
+		f.ReplyDstPort != 0 && (!r.Proto.HasPorts() || r.DstPort != f.ReplyDstPort),
 		f.MarkMask != 0 && e.Mark&f.MarkMask != f.Mark,
 		e.Status&f.Status != f.Status,
 		f.TCPState != TCPNone && e.TCPState != f.TCPState:
@@ -522,7 +523,7 @@ func (t *Table) Flush() int {
 // reset (nf_ct_set_closing, nf_conntrack_tcp_set_closing). Other entries,
 // unconfirmed ones and ones already closing are left alone.
 func (t *Table) SetClosing(e *Entry) {
-	if e == nil || !e.Confirmed() || e.Original.Proto != ProtoTCP || e.TCPState == TCPClose {
+	if e == nil || !e.Confirmed() || e.Original.Proto != inet.TCP || e.TCPState == TCPClose {
 		return
 	}
 	e.TCPState = TCPClose

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -80,7 +81,7 @@ func TestICMP(t *testing.T) {
 	// ICMPv6 echo.
 	info = track(t, tb, Facts{Tuple: ICMPTuple(ip("fd00::1"), ip("fd00::2"), 128, 0, 5)})
 	require.Equal(t, StateNew, info.State)
-	assert.Equal(t, ProtoICMPv6, info.Entry.Original.Proto)
+	assert.Equal(t, inet.ICMPv6, info.Entry.Original.Proto)
 	assert.Equal(t, uint8(129), info.Entry.Reply.ICMPType)
 }
 
@@ -173,9 +174,9 @@ func TestDeleteFilters(t *testing.T) {
 		f    Filter
 		want int
 	}{
-		{"orig dst + proto", Filter{Proto: ProtoUDP, OrigDst: ip("10.96.0.53")}, 2},
+		{"orig dst + proto", Filter{Proto: inet.UDP, OrigDst: ip("10.96.0.53")}, 2},
 		{"reply src (endpoint)", Filter{ReplySrc: ip("10.244.1.5")}, 3},
-		{"reply src port", Filter{Proto: ProtoUDP, ReplySrcPort: 5353}, 2},
+		{"reply src port", Filter{Proto: inet.UDP, ReplySrcPort: 5353}, 2},
 		{"orig src", Filter{OrigSrc: ip("192.168.10.3")}, 1},
 		{"reply dst", Filter{ReplyDst: ip("10.244.1.1")}, 4},
 		{"orig dport", Filter{OrigDstPort: 53}, 4},
@@ -198,7 +199,7 @@ func TestDeleteFilters(t *testing.T) {
 			assert.Equal(t, tc.want, m)
 		})
 	}
-	assert.Equal(t, 2, tb.Delete(Filter{Proto: ProtoUDP, OrigDst: ip("10.96.0.53")}))
+	assert.Equal(t, 2, tb.Delete(Filter{Proto: inet.UDP, OrigDst: ip("10.96.0.53")}))
 	assert.Equal(t, 2, tb.Flush())
 	assert.Zero(t, tb.Len())
 }
@@ -227,7 +228,7 @@ func TestStaleUDPEntryPinsTrafficUntilFlushed(t *testing.T) {
 		assert.Equal(t, ap("10.244.1.5:5353"), out.DstAddrPort(), "still pinned to the dead endpoint")
 	}
 	// kube-proxy: conntrack -D -p udp --orig-dst 10.96.0.53
-	assert.Equal(t, 1, tb.Delete(Filter{Proto: ProtoUDP, OrigDst: ip("10.96.0.53")}))
+	assert.Equal(t, 1, tb.Delete(Filter{Proto: inet.UDP, OrigDst: ip("10.96.0.53")}))
 	out, _, ok = n.forward(t, q)
 	require.True(t, ok)
 	assert.Equal(t, ap("10.244.2.7:5353"), out.DstAddrPort())
@@ -243,7 +244,7 @@ func TestStrings(t *testing.T) {
 	assert.Equal(t, "reply", Reply.String())
 	assert.Equal(t, "DNAT", DNAT.String())
 	assert.Equal(t, "tcp src=1.2.3.4 dst=5.6.7.8 sport=1 dport=2",
-		TupleFrom(ProtoTCP, ap("1.2.3.4:1"), ap("5.6.7.8:2")).String())
+		TupleFrom(inet.TCP, ap("1.2.3.4:1"), ap("5.6.7.8:2")).String())
 	assert.Equal(t, "icmp src=1.2.3.4 dst=5.6.7.8 type=8 code=0 id=9",
 		ICMPTuple(ip("1.2.3.4"), ip("5.6.7.8"), 8, 0, 9).String())
 	assert.True(t, errors.Is(&ParseError{Err: ErrSyntax}, ErrSyntax))
@@ -254,7 +255,7 @@ func TestStrings(t *testing.T) {
 // only. Seen in the NAT kernel-differential suite (kernel 6.18).
 func TestSetClosing(t *testing.T) {
 	tb, clk := newTestTable(t, Config{})
-	info := track(t, tb, tcpFacts("192.168.10.2:40000", "10.244.1.5:80", TCPSyn))
+	info := track(t, tb, tcpFacts("192.168.10.2:40000", "10.244.1.5:80", inet.SYN))
 	tb.SetClosing(info.Entry) // unconfirmed: untouched
 	require.Equal(t, TCPSynSent, info.Entry.TCPState)
 	require.NoError(t, tb.Confirm(info.Entry))

@@ -1,17 +1,8 @@
 package conntrack
 
-import "time"
-
-// TCP header flag bits as they appear in the TCP header's flags byte.
-const (
-	TCPFin uint8 = 0x01
-	TCPSyn uint8 = 0x02
-	TCPRst uint8 = 0x04
-	TCPPsh uint8 = 0x08
-	TCPAck uint8 = 0x10
-	TCPUrg uint8 = 0x20
-	TCPEce uint8 = 0x40
-	TCPCwr uint8 = 0x80
+import (
+	"github.com/packetwalk/packetwalk/inet"
+	"time"
 )
 
 // tcpInfo is the per-connection TCP tracker memory (the kernel's
@@ -45,18 +36,18 @@ const (
 	idxNone
 )
 
-func tcpIndexOf(flags uint8) tcpIndex {
+func tcpIndexOf(flags inet.TCPFlags) tcpIndex {
 	switch {
-	case flags&TCPRst != 0:
+	case flags&inet.RST != 0:
 		return idxRst
-	case flags&TCPSyn != 0:
-		if flags&TCPAck != 0 {
+	case flags&inet.SYN != 0:
+		if flags&inet.ACK != 0 {
 			return idxSynAck
 		}
 		return idxSyn
-	case flags&TCPFin != 0:
+	case flags&inet.FIN != 0:
 		return idxFin
-	case flags&TCPAck != 0:
+	case flags&inet.ACK != 0:
 		return idxAck
 	}
 	return idxNone
@@ -65,12 +56,12 @@ func tcpIndexOf(flags uint8) tcpIndex {
 // tcpValidFlags reports whether the flag combination is one the kernel
 // accepts (tcp_valid_flags, ignoring ECE, CWR and PSH); anything else is
 // INVALID before any state is looked at.
-func tcpValidFlags(flags uint8) bool {
-	switch flags &^ (TCPEce | TCPCwr | TCPPsh) {
-	case TCPSyn, TCPSyn | TCPUrg, TCPSyn | TCPAck,
-		TCPRst, TCPRst | TCPAck,
-		TCPFin | TCPAck, TCPFin | TCPAck | TCPUrg,
-		TCPAck, TCPAck | TCPUrg:
+func tcpValidFlags(flags inet.TCPFlags) bool {
+	switch flags &^ (inet.ECE | inet.CWR | inet.PSH) {
+	case inet.SYN, inet.SYN | inet.URG, inet.SYN | inet.ACK,
+		inet.RST, inet.RST | inet.ACK,
+		inet.FIN | inet.ACK, inet.FIN | inet.ACK | inet.URG,
+		inet.ACK, inet.ACK | inet.URG:
 		return true
 	}
 	return false
@@ -117,7 +108,7 @@ const (
 
 // tcpNew reports whether a first segment may create an entry (kernel
 // tcp_new): a SYN always, a bare ACK only with nf_conntrack_tcp_loose=1.
-func tcpNew(flags uint8, loose bool) bool {
+func tcpNew(flags inet.TCPFlags, loose bool) bool {
 	switch tcpTransitions[Original][tcpIndexOf(flags)][TCPNone] {
 	case TCPSynSent:
 		return true

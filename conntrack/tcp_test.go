@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,7 +16,7 @@ const (
 
 type seg struct {
 	dir   Dir
-	flags uint8
+	flags inet.TCPFlags
 	// expectations after the segment
 	state   State
 	tcp     TCPState
@@ -49,12 +50,12 @@ func runSegments(t *testing.T, tb *Table, clk *manualClock, segs []seg) *Entry {
 }
 
 const (
-	syn    = TCPSyn
-	synack = TCPSyn | TCPAck
-	ack    = TCPAck
-	finack = TCPFin | TCPAck
-	rst    = TCPRst
-	rstack = TCPRst | TCPAck
+	syn    = inet.SYN
+	synack = inet.SYN | inet.ACK
+	ack    = inet.ACK
+	finack = inet.FIN | inet.ACK
+	rst    = inet.RST
+	rstack = inet.RST | inet.ACK
 )
 
 func TestTCPFullConnection(t *testing.T) {
@@ -63,7 +64,7 @@ func TestTCPFullConnection(t *testing.T) {
 		{Original, syn, StateNew, TCPSynSent, 120 * time.Second, StatusConfirmed, StatusSeenReply},
 		{Reply, synack, StateEstablished, TCPSynRecv, 60 * time.Second, StatusSeenReply, StatusAssured},
 		{Original, ack, StateEstablished, TCPEstablished, 432000 * time.Second, StatusAssured, 0},
-		{Original, ack | TCPPsh, StateEstablished, TCPEstablished, 432000 * time.Second, StatusAssured, 0},
+		{Original, ack | inet.PSH, StateEstablished, TCPEstablished, 432000 * time.Second, StatusAssured, 0},
 		{Original, finack, StateEstablished, TCPFinWait, 120 * time.Second, 0, 0},
 		{Reply, ack, StateEstablished, TCPCloseWait, 60 * time.Second, 0, 0},
 		{Reply, finack, StateEstablished, TCPLastAck, 30 * time.Second, 0, 0},
@@ -120,7 +121,7 @@ func TestTCPInvalid(t *testing.T) {
 	tests := []struct {
 		name   string
 		cfg    Config
-		first  uint8
+		first  inet.TCPFlags
 		second *seg
 	}{
 		{name: "strict pickup", cfg: Config{TCPStrict: true}, first: ack},
@@ -128,8 +129,8 @@ func TestTCPInvalid(t *testing.T) {
 		{name: "RST first", first: rst},
 		{name: "SYN-ACK first", first: synack},
 		{name: "no flags", first: 0},
-		{name: "SYN+FIN", first: TCPSyn | TCPFin},
-		{name: "FIN without ACK", first: TCPFin},
+		{name: "SYN+FIN", first: inet.SYN | inet.FIN},
+		{name: "FIN without ACK", first: inet.FIN},
 		{name: "ACK before SYN-ACK", first: syn, second: &seg{dir: Original, flags: ack}},
 		{name: "FIN in SYN_SENT", first: syn, second: &seg{dir: Reply, flags: finack}},
 		{name: "SYN from reply in SYN_RECV", first: syn, second: &seg{dir: Reply, flags: synack}},

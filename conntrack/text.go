@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"io"
 	"net/netip"
 	"strconv"
@@ -22,29 +23,6 @@ type Format struct {
 	// Counters prints "packets=N bytes=N" after each tuple, as conntrack
 	// does when net.netfilter.nf_conntrack_acct=1.
 	Counters bool
-}
-
-// protoName is libnetfilter_conntrack's protocol name table.
-func protoName(p uint8) string {
-	switch p {
-	case ProtoTCP:
-		return "tcp"
-	case ProtoUDP:
-		return "udp"
-	case 136:
-		return "udplite"
-	case ProtoICMP:
-		return "icmp"
-	case ProtoICMPv6:
-		return "icmpv6"
-	case 132:
-		return "sctp"
-	case 47:
-		return "gre"
-	case 33:
-		return "dccp"
-	}
-	return "unknown"
 }
 
 // appendPadded appends s left-aligned in a field of width w ("%-8s").
@@ -73,7 +51,7 @@ func appendTuple(b []byte, t Tuple) []byte {
 		b = append(b, " id="...)
 		b = strconv.AppendUint(b, uint64(t.SrcPort), 10)
 		b = append(b, ' ')
-	case hasPorts(t.Proto):
+	case t.Proto.HasPorts():
 		b = append(b, "sport="...)
 		b = strconv.AppendUint(b, uint64(t.SrcPort), 10)
 		b = append(b, " dport="...)
@@ -103,13 +81,13 @@ func (e *Entry) AppendText(b []byte, now time.Time, f Format) []byte {
 			b = append(b, "ipv6     10 "...)
 		}
 	}
-	b = appendPadded(b, protoName(e.Original.Proto), 8)
+	b = appendPadded(b, e.Original.Proto.ConntrackName(), 8)
 	b = append(b, ' ')
 	b = strconv.AppendUint(b, uint64(e.Original.Proto), 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, int64(e.Timeout(now)/time.Second), 10)
 	b = append(b, ' ')
-	if e.Original.Proto == ProtoTCP {
+	if e.Original.Proto == inet.TCP {
 		b = append(b, e.TCPState.String()...)
 		b = append(b, ' ')
 	}
@@ -186,7 +164,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // represent (sctp/dccp/gre entries, labels, secmark, ...).
 var (
 	ErrSyntax      = errors.New("syntax error")
-	ErrNotModelled = errors.New("not modelled")
+	ErrNotModelled = inet.NotModelled("not modelled") // errors.Is(err, inet.ErrNotModelled)
 )
 
 // ParseError reports a bad `conntrack -L` line.
@@ -329,7 +307,7 @@ func (p *lineParser) addr(key string, v4 bool) (netip.Addr, error) {
 	return a, nil
 }
 
-func (p *lineParser) tuple(proto uint8, v4 bool) (Tuple, error) {
+func (p *lineParser) tuple(proto inet.Proto, v4 bool) (Tuple, error) {
 	t := Tuple{Proto: proto}
 	var err error
 	if t.Src, err = p.addr("src", v4); err != nil {
@@ -339,7 +317,7 @@ func (p *lineParser) tuple(proto uint8, v4 bool) (Tuple, error) {
 		return t, err
 	}
 	switch {
-	case proto == ProtoICMP || proto == ProtoICMPv6:
+	case proto == inet.ICMP || proto == inet.ICMPv6:
 		var v uint64
 		if v, err = p.kvUint("type", 8); err != nil {
 			return t, err
@@ -353,7 +331,7 @@ func (p *lineParser) tuple(proto uint8, v4 bool) (Tuple, error) {
 			return t, err
 		}
 		t.SrcPort = uint16(v)
-	case hasPorts(proto):
+	case proto.HasPorts():
 		var v uint64
 		if v, err = p.kvUint("sport", 16); err != nil {
 			return t, err
@@ -406,19 +384,19 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 	if err != nil {
 		return nil, f, err
 	}
-	proto := uint8(num)
-	if protoName(proto) != nameTok {
-		return nil, f, p.errf(nameTok, ErrSyntax, "protocol %d is printed as %q", proto, protoName(proto))
+	proto := inet.Proto(num)
+	if proto.ConntrackName() != nameTok {
+		return nil, f, p.errf(nameTok, ErrSyntax, "protocol %d is printed as %q", proto, proto.ConntrackName())
 	}
 	switch proto {
 	case 132, 33, 47, 136:
 		return nil, f, p.errf(nameTok, ErrNotModelled, "protocol %s", nameTok)
-	case ProtoICMPv6:
+	case inet.ICMPv6:
 		if f.Extended && v4 {
 			return nil, f, p.errf(nameTok, ErrSyntax, "icmpv6 in an ipv4 entry")
 		}
 		v4 = false
-	case ProtoICMP:
+	case inet.ICMP:
 		if f.Extended && !v4 {
 			return nil, f, p.errf(nameTok, ErrSyntax, "icmp in an ipv6 entry")
 		}
@@ -427,7 +405,7 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 	if err != nil {
 		return nil, f, err
 	}
-	if proto == ProtoTCP {
+	if proto == inet.TCP {
 		tok := p.next()
 		st := -1
 		for i, name := range tcpStateNames {
@@ -440,7 +418,7 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 		}
 		e.TCPState = TCPState(st)
 	}
-	if !f.Extended && proto != ProtoICMPv6 && proto != ProtoICMP {
+	if !f.Extended && proto != inet.ICMPv6 && proto != inet.ICMP {
 		// The family comes from the first address.
 		if _, v, ok := strings.Cut(p.peek(), "="); ok {
 			if a, err := netip.ParseAddr(v); err == nil {
@@ -529,10 +507,10 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 func deriveNATStatus(e *Entry) {
 	id := e.Original.Reverse()
 	r := e.Reply
-	if r.Src != id.Src || (hasPorts(r.Proto) && r.SrcPort != id.SrcPort) {
+	if r.Src != id.Src || (r.Proto.HasPorts() && r.SrcPort != id.SrcPort) {
 		e.Status |= StatusDstNAT
 	}
-	if r.Dst != id.Dst || (hasPorts(r.Proto) && r.DstPort != id.DstPort) || (r.IsICMP() && r.SrcPort != id.SrcPort) {
+	if r.Dst != id.Dst || (r.Proto.HasPorts() && r.DstPort != id.DstPort) || (r.IsICMP() && r.SrcPort != id.SrcPort) {
 		e.Status |= StatusSrcNAT
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -101,7 +102,7 @@ func TestTableDumpRestore(t *testing.T) {
 	assert.True(t, strings.HasPrefix(got[0], "icmp "), "sorted by protocol number: %s", got[0])
 
 	// A restored ESTABLISHED entry keeps steering its flow.
-	info := track(t, tb, tcpFacts("192.168.10.2:41002", "10.96.0.10:80", TCPAck))
+	info := track(t, tb, tcpFacts("192.168.10.2:41002", "10.96.0.10:80", inet.ACK))
 	assert.Equal(t, StateEstablished, info.State)
 	assert.Equal(t, ip("10.244.1.5"), info.Entry.Reply.Src)
 	require.ErrorIs(t, tb.Restore(bytes.NewReader(data)), ErrClash)

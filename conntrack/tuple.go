@@ -2,16 +2,8 @@ package conntrack
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
-)
-
-// IP protocol numbers the tracker knows by name. Any other protocol is
-// tracked by the generic handler (addresses only, 600 s timeout).
-const (
-	ProtoICMP   uint8 = 1
-	ProtoTCP    uint8 = 6
-	ProtoUDP    uint8 = 17
-	ProtoICMPv6 uint8 = 58
 )
 
 // Tuple identifies one direction of a connection, like the kernel's
@@ -27,36 +19,27 @@ type Tuple struct {
 	SrcPort, DstPort uint16
 	ICMPType         uint8
 	ICMPCode         uint8
-	Proto            uint8
+	Proto            inet.Proto
 	Zone             uint16
 }
 
 // TupleFrom returns the TCP/UDP (or portless) tuple src → dst for proto.
-func TupleFrom(proto uint8, src, dst netip.AddrPort) Tuple {
+func TupleFrom(proto inet.Proto, src, dst netip.AddrPort) Tuple {
 	return Tuple{Src: src.Addr(), Dst: dst.Addr(), SrcPort: src.Port(), DstPort: dst.Port(), Proto: proto}
 }
 
 // ICMPTuple returns the tuple of an ICMP (or ICMPv6, chosen by the address
 // family) message from src to dst with the given type, code and identifier.
 func ICMPTuple(src, dst netip.Addr, typ, code uint8, id uint16) Tuple {
-	p := ProtoICMP
+	p := inet.ICMP
 	if src.Is6() && !src.Is4In6() {
-		p = ProtoICMPv6
+		p = inet.ICMPv6
 	}
 	return Tuple{Src: src, Dst: dst, SrcPort: id, ICMPType: typ, ICMPCode: code, Proto: p}
 }
 
 // IsICMP reports whether the tuple is ICMP or ICMPv6.
-func (t Tuple) IsICMP() bool { return t.Proto == ProtoICMP || t.Proto == ProtoICMPv6 }
-
-// hasPorts reports whether the protocol carries ports in the tuple.
-func hasPorts(proto uint8) bool {
-	switch proto {
-	case ProtoTCP, ProtoUDP, 33 /* DCCP */, 132 /* SCTP */, 136 /* UDPLITE */ :
-		return true
-	}
-	return false
-}
+func (t Tuple) IsICMP() bool { return t.Proto.IsICMP() }
 
 // SrcAddrPort returns the source address and port.
 func (t Tuple) SrcAddrPort() netip.AddrPort { return netip.AddrPortFrom(t.Src, t.SrcPort) }
@@ -93,7 +76,7 @@ func (t *Tuple) reverseInto(r *Tuple) {
 // String returns the tuple in conntrack's key=value form, e.g.
 // "tcp src=10.0.0.1 dst=10.0.0.2 sport=1234 dport=80".
 func (t Tuple) String() string {
-	b := []byte(protoName(t.Proto))
+	b := []byte(t.Proto.ConntrackName())
 	b = append(b, ' ')
 	b = appendTuple(b, t)
 	if t.Zone != 0 {
@@ -104,8 +87,8 @@ func (t Tuple) String() string {
 
 // icmpInverse maps ICMP query types to their answers and back
 // (kernel: invmap in nf_conntrack_proto_icmp.c / icmpv6).
-func icmpInverse(proto, typ uint8) (uint8, bool) {
-	if proto == ProtoICMP {
+func icmpInverse(proto inet.Proto, typ uint8) (uint8, bool) {
+	if proto == inet.ICMP {
 		switch typ {
 		case 8:
 			return 0, true
@@ -142,8 +125,8 @@ func icmpInverse(proto, typ uint8) (uint8, bool) {
 // icmpIsQuery reports whether an ICMP message of this type may open a
 // connection (echo, timestamp, info and address-mask requests; ICMPv6 echo
 // request and node information query).
-func icmpIsQuery(proto, typ uint8) bool {
-	if proto == ProtoICMP {
+func icmpIsQuery(proto inet.Proto, typ uint8) bool {
+	if proto == inet.ICMP {
 		return typ == 8 || typ == 13 || typ == 15 || typ == 17
 	}
 	return typ == 128 || typ == 139
@@ -152,11 +135,11 @@ func icmpIsQuery(proto, typ uint8) bool {
 // IsICMPError reports whether an ICMP message of this type carries the
 // header of the packet that caused it (destination unreachable, source
 // quench, redirect, time exceeded, parameter problem; ICMPv6 1–4).
-func IsICMPError(proto, typ uint8) bool {
+func IsICMPError(proto inet.Proto, typ uint8) bool {
 	switch proto {
-	case ProtoICMP:
+	case inet.ICMP:
 		return typ == 3 || typ == 4 || typ == 5 || typ == 11 || typ == 12
-	case ProtoICMPv6:
+	case inet.ICMPv6:
 		return typ >= 1 && typ <= 4
 	}
 	return false

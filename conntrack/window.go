@@ -1,5 +1,7 @@
 package conntrack
 
+import "github.com/packetwalk/packetwalk/inet"
+
 // Sequence-window tracking (the kernel's tcp_in_window and its helpers in
 // nf_conntrack_proto_tcp.c). Every TCP segment of a tracked connection is
 // checked against what the tracker has seen of both directions; a segment
@@ -59,10 +61,10 @@ func seqAfter(a, b uint32) bool { return seqBefore(b, a) }
 // bytes, one for SYN and one for FIN.
 func segmentEnd(f *Facts) uint32 {
 	end := f.Seq + uint32(max(f.PayloadLen, 0))
-	if f.TCPFlags&TCPSyn != 0 {
+	if f.TCPFlags&inet.SYN != 0 {
 		end++
 	}
-	if f.TCPFlags&TCPFin != 0 {
+	if f.TCPFlags&inet.FIN != 0 {
 		end++
 	}
 	return end
@@ -105,7 +107,7 @@ func (ti *tcpInfo) initWindow(f *Facts) {
 	s := &ti.seen[Original]
 	s.end = segmentEnd(f)
 	s.maxwin = max(uint32(f.Window), 1)
-	if f.TCPFlags&TCPSyn != 0 {
+	if f.TCPFlags&inet.SYN != 0 {
 		s.maxend = s.end
 		s.applyOptions(f)
 		return
@@ -122,7 +124,7 @@ func maxAckWindow(s *tcpSeen) uint32 { return max(s.maxwin, maxAckWinConst) }
 // segment.
 func (t *Table) inWindow(ti *tcpInfo, state TCPState, dir Dir, idx tcpIndex, f *Facts) windowAction {
 	sender, receiver := &ti.seen[dir], &ti.seen[1-dir]
-	syn, hasAck := f.TCPFlags&TCPSyn != 0, f.TCPFlags&TCPAck != 0
+	syn, hasAck := f.TCPFlags&inet.SYN != 0, f.TCPFlags&inet.ACK != 0
 	seq, ack := f.Seq, f.Ack
 	sack := ack
 	win := uint32(f.Window)
@@ -159,12 +161,12 @@ func (t *Table) inWindow(ti *tcpInfo, state TCPState, dir Dir, idx tcpIndex, f *
 		}
 	}
 
-	if !hasAck || (f.TCPFlags&TCPRst != 0 && ack == 0) {
+	if !hasAck || (f.TCPFlags&inet.RST != 0 && ack == 0) {
 		// No ACK (or a RST with a zero ack from a broken stack): pretend it
 		// acknowledges everything seen.
 		ack, sack = receiver.end, receiver.end
 	}
-	if f.TCPFlags&TCPRst != 0 && seq == 0 && state == TCPSynSent {
+	if f.TCPFlags&inet.RST != 0 && seq == 0 && state == TCPSynSent {
 		seq, end = sender.end, sender.end // RST answering a SYN
 	}
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -12,7 +13,7 @@ import (
 // wseg is one segment of a window scenario and what must follow from it.
 type wseg struct {
 	dir       Dir
-	flags     uint8
+	flags     inet.TCPFlags
 	seq, ack  uint32
 	payload   int
 	win       uint16 // 0 means 64240
@@ -120,7 +121,7 @@ func TestTCPWindow(t *testing.T) {
 		segs []wseg
 	}{
 		{"data in window and its ack", Config{}, append(handshake(),
-			est(wseg{dir: Original, flags: ack | TCPPsh, seq: cISN + 1, ack: sISN + 1, payload: 100, timeout: 300 * time.Second}),
+			est(wseg{dir: Original, flags: ack | inet.PSH, seq: cISN + 1, ack: sISN + 1, payload: 100, timeout: 300 * time.Second}),
 			est(wseg{dir: Reply, flags: ack, seq: sISN + 1, ack: cISN + 101, timeout: 432000 * time.Second}),
 		)},
 		{"seq at the right edge", Config{}, append(handshake(),
@@ -262,7 +263,7 @@ func TestTCPWindowInvalidLeavesEntry(t *testing.T) {
 
 func TestSegmentEnd(t *testing.T) {
 	tests := []struct {
-		flags   uint8
+		flags   inet.TCPFlags
 		seq     uint32
 		payload int
 		want    uint32

@@ -2,6 +2,7 @@ package ipset
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"math/rand/v2"
 	"net/netip"
 	"strings"
@@ -40,7 +41,7 @@ func BenchmarkLookupHashIPPort100k(b *testing.B) {
 	s := benchRegistry(b, "create S hash:ip,port maxelem 200000", func(i int, rng *rand.Rand) string {
 		return fmt.Sprintf("add S 10.%d.%d.%d,tcp:%d", i>>16, (i>>8)&255, i&255, 80+rng.IntN(3))
 	})
-	k := Key{Addr: netip.MustParseAddr("10.1.2.3"), Proto: protoTCP, Port: 81}
+	k := Key{Addr: netip.MustParseAddr("10.1.2.3"), Proto: inet.TCP, Port: 81}
 	now := s.now()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -3,6 +3,7 @@ package ipset
 import (
 	"errors"
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Sentinel errors, usable with errors.Is. Their texts are those ipset 7.17
@@ -30,8 +31,10 @@ var (
 	ErrTypeMismatch = toolError("The sets cannot be swapped: their type does not match")
 	// ErrOutOfRange reports a bitmap element outside the set's range.
 	ErrOutOfRange = toolError("Element is out of the range of the set")
-	// ErrUnsupported reports a set type the modelled kernel does not support.
-	ErrUnsupported = toolError("Kernel error received: set type not supported")
+	// ErrNotModelled reports a set type the modelled kernel does not
+	// support, with the message ipset prints for one the kernel lacks;
+	// errors.Is(err, inet.ErrNotModelled) holds for it too.
+	ErrNotModelled = inet.NotModelled("Kernel error received: set type not supported")
 	// ErrSyntax wraps element and option parse errors ("Syntax error: ...").
 	ErrSyntax = toolError("Syntax error")
 	// ErrNoTimeout reports a timeout on a set created without timeout support.
@@ -70,12 +73,14 @@ func unknownArg(tok string) error {
 	return &textError{msg: fmt.Sprintf("Unknown argument: `%s'", tok), base: ErrSyntax}
 }
 
-// ParseError reports a restore line that failed. Line is 1-based; Text is the
-// offending token or, when no single token is at fault, the whole line.
+// ParseError reports a restore line that failed, with the shape of
+// netfilter's and conntrack's: Line is 1-based, Token the offending token
+// when one is at fault, Text the whole line.
 type ParseError struct {
-	Line int
-	Text string
-	Err  error
+	Line  int
+	Token string
+	Text  string
+	Err   error
 }
 
 // Error formats like ipset restore: "Error in line N: <reason>".

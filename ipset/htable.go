@@ -75,24 +75,24 @@ func (s *Set) hashedBytes(k *ekey, b *[40]byte) int {
 	case "hash:ip,port": // ip, port, proto, padding
 		addr(k.a1)
 		port()
-		b[n] = k.proto
+		b[n] = byte(k.proto)
 		n += 2
 	case "hash:net,port": // ip, port, proto, cidr-1:7 nomatch:1
 		addr(k.a1)
 		port()
-		b[n], b[n+1] = k.proto, (k.c1-1)&0x7f
+		b[n], b[n+1] = byte(k.proto), (k.c1-1)&0x7f
 		n += 2
 	case "hash:ip,port,ip": // ip, ip2, port, proto, padding
 		addr(k.a1)
 		addr(k.a2)
 		port()
-		b[n] = k.proto
+		b[n] = byte(k.proto)
 		n += 2
 	case "hash:ip,port,net": // ip, ip2, port, cidr-1:7 nomatch:1, proto
 		addr(k.a1)
 		addr(k.a2)
 		port()
-		b[n], b[n+1] = (k.c2-1)&0x7f, k.proto
+		b[n], b[n+1] = (k.c2-1)&0x7f, byte(k.proto)
 		n += 2
 	case "hash:net,iface": // ip, physdev, cidr, nomatch, elem (always 1)
 		addr(k.a1)

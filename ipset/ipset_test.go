@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 func restoreText(t *testing.T, text string) (*Registry, *fakeClock) {
@@ -100,7 +102,7 @@ func TestErrors(t *testing.T) {
 		{"add B 30", ErrOutOfRange, "Element is out of the range of the set"},
 		{"add X 1.1.1.1", ErrNotFound, "The set with the given name does not exist"},
 		{"create N hash:ip", ErrSetExists, "Set cannot be created: set with the same name already exists"},
-		{"create M hash:ip,mark", ErrUnsupported, "Kernel error received: set type not supported"},
+		{"create M hash:ip,mark", ErrNotModelled, "Kernel error received: set type not supported"},
 		{"add L NOPE", ErrMemberMissing, "Set to be added/deleted/tested as element does not exist."},
 		{"add L L", ErrListInList, "Sets with list:set type cannot be added to the set."},
 		{"del I 9.9.9.9", ErrNotAdded, "Element cannot be deleted from the set: it's not added"},
@@ -190,11 +192,11 @@ func TestLookup(t *testing.T) {
 		k  Key
 		in bool
 	}{
-		{Key{Addr: a, Proto: protoICMP, Port: ICMPPort(8, 0)}, true},
-		{Key{Addr: a, Proto: protoICMP, Port: ICMPPort(0, 0)}, false},
+		{Key{Addr: a, Proto: inet.ICMP, Port: ICMPPort(8, 0)}, true},
+		{Key{Addr: a, Proto: inet.ICMP, Port: ICMPPort(0, 0)}, false},
 		{Key{Addr: a, Proto: 47, Port: 1234}, true},
-		{Key{Addr: a, Proto: protoUDP, Port: 53}, true},
-		{Key{Addr: a, Proto: protoTCP, Port: 53}, false},
+		{Key{Addr: a, Proto: inet.UDP, Port: 53}, true},
+		{Key{Addr: a, Proto: inet.TCP, Port: 53}, false},
 	} {
 		m, _ := p.Lookup(tc.k, now)
 		assert.Equal(t, tc.in, m, "%+v", tc.k)
@@ -222,7 +224,7 @@ func TestLookup(t *testing.T) {
 func TestSetTarget(t *testing.T) {
 	r, c := restoreText(t, "create S hash:ip,port timeout 60\n")
 	s := r.Get("S")
-	k := Key{Addr: netip.MustParseAddr("10.0.0.1"), Proto: protoTCP, Port: 80}
+	k := Key{Addr: netip.MustParseAddr("10.0.0.1"), Proto: inet.TCP, Port: 80}
 	require.NoError(t, s.AddKey(k, 10, false))
 	assert.ErrorIs(t, s.AddKey(k, 10, false), ErrExists)
 	require.NoError(t, s.AddKey(k, 20, true), "-exist refreshes the timeout")

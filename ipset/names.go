@@ -1,18 +1,10 @@
 package ipset
 
-// Protocol numbers with port semantics.
-const (
-	protoICMP    = 1
-	protoTCP     = 6
-	protoUDP     = 17
-	protoICMPv6  = 58
-	protoSCTP    = 132
-	protoUDPLite = 136
-)
+import "github.com/packetwalk/packetwalk/inet"
 
 // protoNames maps numbers to the names ipset prints (from /etc/protocols on
 // the reference machine). Unknown numbers print as digits.
-var protoNames = map[uint8]string{
+var protoNames = map[inet.Proto]string{
 	0: "ip", 1: "icmp", 2: "igmp", 4: "ipencap", 6: "tcp", 8: "egp", 12: "pup",
 	17: "udp", 22: "idp", 27: "rdp", 41: "ipv6", 43: "ipv6-route",
 	44: "ipv6-frag", 46: "rsvp", 47: "gre", 50: "esp", 51: "ah", 58: "ipv6-icmp",
@@ -20,8 +12,8 @@ var protoNames = map[uint8]string{
 	108: "ipcomp", 112: "vrrp", 115: "l2tp", 132: "sctp", 136: "udplite",
 }
 
-var protoByName = func() map[string]uint8 {
-	m := map[string]uint8{"icmpv6": protoICMPv6}
+var protoByName = func() map[string]inet.Proto {
+	m := map[string]inet.Proto{"icmpv6": inet.ICMPv6}
 	for n, s := range protoNames {
 		m[s] = n
 	}

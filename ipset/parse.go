@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/services"
 	"go4.org/netipx"
 )
@@ -299,13 +300,13 @@ func (s *Set) eachPort(txt string, k ekey, fn func(ekey) error) error {
 		if err != nil || n < 0 || n > 255 {
 			return syntaxError("cannot parse protocol '%s'", pname)
 		}
-		proto = uint8(n)
+		proto = inet.Proto(n)
 	}
 	k.proto = proto
 	switch proto {
-	case protoICMP, protoICMPv6:
+	case inet.ICMP, inet.ICMPv6:
 		names, fam, label := icmpNames, 4, "ICMP"
-		if proto == protoICMPv6 {
+		if proto == inet.ICMPv6 {
 			names, fam, label = icmp6Names, 6, "ICMPv6"
 		}
 		if s.family != fam {
@@ -321,7 +322,7 @@ func (s *Set) eachPort(txt string, k ekey, fn func(ekey) error) error {
 		}
 		k.port = tc
 		return fn(k)
-	case protoTCP, protoUDP, protoSCTP, protoUDPLite:
+	case inet.TCP, inet.UDP, inet.SCTP, inet.UDPLite:
 		lo, hi, err := parsePortRange(ptxt, pname)
 		if err != nil {
 			return err
@@ -424,16 +425,16 @@ func (s *Set) appendKey(b []byte, k ekey) []byte {
 	return b
 }
 
-func appendProtoPort(b []byte, proto uint8, port uint16) []byte {
+func appendProtoPort(b []byte, proto inet.Proto, port uint16) []byte {
 	if n, ok := protoNames[proto]; ok {
 		b = append(b, n...)
 	} else {
 		b = strconv.AppendUint(b, uint64(proto), 10)
 	}
 	b = append(b, ':')
-	if proto == protoICMP || proto == protoICMPv6 {
+	if proto == inet.ICMP || proto == inet.ICMPv6 {
 		names := icmpNames
-		if proto == protoICMPv6 {
+		if proto == inet.ICMPv6 {
 			names = icmp6Names
 		}
 		for _, n := range names {

@@ -106,7 +106,7 @@ func (r *Registry) Create(name, typeName string, exist bool, opts ...string) err
 	t := setTypes[typeName]
 	if t == nil {
 		if refusedTypes[typeName] {
-			return ErrUnsupported
+			return ErrNotModelled
 		}
 		return syntaxError("Unknown set type %s", typeName)
 	}

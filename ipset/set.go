@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Set is one ipset. Obtain it from a Registry; the pointer stays valid for
@@ -330,13 +332,13 @@ func (s *Set) keyFromPacket(pk Key) (ekey, bool) {
 			setAddr(&k, i, a, c)
 		case dimPort:
 			k.proto, k.port = pk.Proto, pk.Port
-			if !hasPorts(pk.Proto) {
+			if !keyHasPort(pk.Proto) {
 				k.port = 0
 			}
 		case dimBPort:
 			// The kernel reads a bitmap:port dimension from TCP and UDP
 			// only (Proto 0 stands for "not given").
-			if pk.Proto != 0 && pk.Proto != protoTCP && pk.Proto != protoUDP {
+			if pk.Proto != 0 && pk.Proto != inet.TCP && pk.Proto != inet.UDP {
 				return k, false
 			}
 			k.port = pk.PortFirst

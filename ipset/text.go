@@ -127,7 +127,7 @@ func (r *Registry) Restore(data []byte, opt RestoreOptions) error {
 			continue
 		}
 		if err := r.Exec(toks, opt.Exist); err != nil {
-			return &ParseError{Line: n, Text: errToken(toks), Err: err}
+			return &ParseError{Line: n, Token: errToken(toks), Text: string(line), Err: err}
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package ipset
 
 import (
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"time"
 )
@@ -61,7 +62,7 @@ var refusedTypes = map[string]bool{
 type ekey struct {
 	a1       netip.Addr
 	c1       uint8 // prefix length for net dimensions, 0 otherwise
-	proto    uint8
+	proto    inet.Proto
 	port     uint16 // ICMP: type<<8 | code
 	a2       netip.Addr
 	c2       uint8
@@ -91,7 +92,7 @@ type entry struct {
 type Key struct {
 	Addr  netip.Addr // first dimension (src or dst as the match chose)
 	Addr2 netip.Addr // third dimension of hash:ip,port,ip / hash:ip,port,net
-	Proto uint8
+	Proto inet.Proto
 	Port  uint16 // second dimension's port (src or dst as the match chose)
 	// PortFirst is the port read along the first flag: bitmap:port's only
 	// dimension. A list:set hands one key to members of every type, so the
@@ -108,9 +109,12 @@ type Key struct {
 // ICMPPort packs an ICMP type and code the way Key.Port carries them.
 func ICMPPort(typ, code uint8) uint16 { return uint16(typ)<<8 | uint16(code) }
 
-func hasPorts(proto uint8) bool {
+// keyHasPort reports whether a packet of protocol proto gives a set a port
+// (for ICMP and ICMPv6 the type and code stand in for it); other protocols
+// are looked up with port 0.
+func keyHasPort(proto inet.Proto) bool {
 	switch proto {
-	case protoTCP, protoUDP, protoSCTP, protoUDPLite, protoICMP, protoICMPv6:
+	case inet.TCP, inet.UDP, inet.SCTP, inet.UDPLite, inet.ICMP, inet.ICMPv6:
 		return true
 	}
 	return false

@@ -96,7 +96,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		cfg := DefaultConfig("n")
 		_, err = Generate(cfg, objs.Services, objs.EndpointSlices, objs.Nodes)
-		if err != nil && !errors.Is(err, ErrInvalidObject) && !errors.Is(err, ErrInvalidConfig) && !errors.Is(err, ErrUnsupported) {
+		if err != nil && !errors.Is(err, ErrInvalidObject) && !errors.Is(err, ErrInvalidConfig) && !errors.Is(err, ErrNotModelled) {
 			t.Fatalf("unclassified error: %v", err)
 		}
 	})

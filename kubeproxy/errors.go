@@ -3,6 +3,7 @@ package kubeproxy
 import (
 	"errors"
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Sentinel errors, usable with errors.Is on anything this package returns.
@@ -15,9 +16,10 @@ var (
 	ErrInvalidConfig = errors.New("invalid kube-proxy config")
 	// ErrDecode marks YAML or JSON input that is not a Kubernetes object list.
 	ErrDecode = errors.New("cannot decode objects")
-	// ErrUnsupported marks input this package does not model (it is refused
-	// by name rather than approximated).
-	ErrUnsupported = errors.New("not modelled")
+	// ErrNotModelled marks input this package does not model (it is refused
+	// by name rather than approximated); errors.Is(err, inet.ErrNotModelled)
+	// holds for it too.
+	ErrNotModelled = inet.NotModelled("not modelled")
 )
 
 // ObjectError names the Kubernetes object (and, where it applies, its port)
@@ -30,7 +32,7 @@ type ObjectError struct {
 	Port      string // service or endpoint port name, when the error is about a port; "" otherwise
 	HasPort   bool   // Port is meaningful (an unnamed port has Port "")
 	Msg       string // what is wrong and what was expected
-	Err       error  // ErrInvalidObject or ErrUnsupported
+	Err       error  // ErrInvalidObject or ErrNotModelled
 }
 
 // Error formats the object, the port if any, and the message.
@@ -45,7 +47,7 @@ func (e *ObjectError) Error() string {
 	return fmt.Sprintf("%s %s: %s", e.Kind, obj, e.Msg)
 }
 
-// Unwrap returns the sentinel (ErrInvalidObject or ErrUnsupported).
+// Unwrap returns the sentinel (ErrInvalidObject or ErrNotModelled).
 func (e *ObjectError) Unwrap() error { return e.Err }
 
 // DecodeError reports input that could not be decoded, naming the YAML

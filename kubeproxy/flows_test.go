@@ -6,6 +6,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/probability"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/stretchr/testify/assert"
@@ -71,7 +72,7 @@ func flowHost(t testing.TB, doc []byte, seed uint64) *netfilter.Host {
 // flow is one packet of the flow table.
 type flow struct {
 	in           string // "" = sent by a local process
-	proto        uint8
+	proto        inet.Proto
 	src, dst     string
 	sport, dport uint16
 }
@@ -80,10 +81,10 @@ func (f flow) packet() netfilter.Packet {
 	p := netfilter.Packet{Family: netfilter.IPv4, Proto: f.proto, Src: netip.MustParseAddr(f.src), Dst: netip.MustParseAddr(f.dst),
 		SrcPort: f.sport, DstPort: f.dport, TTL: 64, Length: 40}
 	if p.Proto == 0 {
-		p.Proto = netfilter.ProtoTCP
+		p.Proto = inet.TCP
 	}
-	if p.Proto == netfilter.ProtoTCP {
-		p.TCPFlags = netfilter.SYN
+	if p.Proto == inet.TCP {
+		p.TCPFlags = inet.SYN
 	} else {
 		p.Length = 28
 	}
@@ -190,8 +191,8 @@ func TestFlowTable(t *testing.T) {
 				{"eTP Local, its ClusterIP uses all", flow{in: "cbr0", src: "10.244.1.99", dst: "10.96.0.50", dport: 80}, expectation{endpoints: eps("10.244.1.50:8080", "10.244.2.50:8080")}},
 				{"eTP Local without local endpoints", flow{in: "eth0", src: out, dst: "192.168.0.2", dport: 30060}, expectation{disposition: netfilter.Dropped, where: localNoneDrop}},
 				{"iTP Local", flow{in: "cbr0", src: "10.244.1.99", dst: "10.96.0.70", dport: 80}, expectation{endpoints: itp}},
-				{"no endpoints: REJECT", flow{in: "eth0", proto: netfilter.ProtoUDP, src: out, dst: "10.96.0.90", dport: 53}, expectation{disposition: netfilter.Rejected, where: "filter KUBE-SERVICES", icmp: "3/3"}},
-				{"five endpoints", flow{in: "eth0", proto: netfilter.ProtoUDP, src: out, dst: "10.96.0.100", dport: 53}, expectation{endpoints: eps("10.244.2.100:5353", "10.244.2.101:5353", "10.244.2.102:5353", "10.244.2.103:5353", "10.244.2.104:5353")}},
+				{"no endpoints: REJECT", flow{in: "eth0", proto: inet.UDP, src: out, dst: "10.96.0.90", dport: 53}, expectation{disposition: netfilter.Rejected, where: "filter KUBE-SERVICES", icmp: "3/3"}},
+				{"five endpoints", flow{in: "eth0", proto: inet.UDP, src: out, dst: "10.96.0.100", dport: 53}, expectation{endpoints: eps("10.244.2.100:5353", "10.244.2.101:5353", "10.244.2.102:5353", "10.244.2.103:5353", "10.244.2.104:5353")}},
 			}
 			for _, c := range cases {
 				assertOutcomes(t, c.name, explain(t, h, c.f), c.want, probability.FormatCurrent)
@@ -277,7 +278,7 @@ func TestFlowGeneratedClusterIPs(t *testing.T) {
 				continue
 			}
 			for _, sp := range s.Spec.Ports {
-				proto := map[corev1.Protocol]uint8{corev1.ProtocolTCP: netfilter.ProtoTCP, corev1.ProtocolUDP: netfilter.ProtoUDP, corev1.ProtocolSCTP: 132}[sp.Protocol]
+				proto := map[corev1.Protocol]inet.Proto{corev1.ProtocolTCP: inet.TCP, corev1.ProtocolUDP: inet.UDP, corev1.ProtocolSCTP: 132}[sp.Protocol]
 				f := flow{in: "eth0", proto: proto, src: "172.16.0.9", dst: s.Spec.ClusterIP, dport: uint16(sp.Port)}
 				outs := explain(t, h, f)
 				ips := map[string]bool{}

@@ -407,7 +407,7 @@ func refuseTopology(services []corev1.Service, eps map[svcPortKey][]endpoint) er
 			for _, ep := range list {
 				if ep.hinted {
 					return &ObjectError{Kind: "service", Namespace: s.Namespace, Name: s.Name,
-						Msg: "topology-aware routing (endpoint hints with topology-mode or trafficDistribution) is not modelled", Err: ErrUnsupported}
+						Msg: "topology-aware routing (endpoint hints with topology-mode or trafficDistribution) is not modelled", Err: ErrNotModelled}
 				}
 			}
 		}

@@ -127,6 +127,6 @@ func TestTopologyRefused(t *testing.T) {
 	require.NoError(t, err)
 	es.Endpoints[0].Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "a"}}}
 	_, err = Generate(DefaultConfig("n"), []corev1.Service{svc}, []discoveryv1.EndpointSlice{es}, nil)
-	require.ErrorIs(t, err, ErrUnsupported)
+	require.ErrorIs(t, err, ErrNotModelled)
 	assert.EqualError(t, err, "service default/web: topology-aware routing (endpoint hints with topology-mode or trafficDistribution) is not modelled")
 }

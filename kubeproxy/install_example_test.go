@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
@@ -41,7 +42,7 @@ endpoints:
 		panic(err)
 	}
 	outs, err := h.Explain("eth0", netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"),
-		netip.MustParseAddrPort("10.96.0.10:80"), netfilter.SYN))
+		netip.MustParseAddrPort("10.96.0.10:80"), inet.SYN))
 	if err != nil {
 		panic(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/internal/probability"
 	"github.com/packetwalk/packetwalk/netfilter"
@@ -89,9 +90,9 @@ func newFlowLab(t *testing.T) *kerneltest.Lab {
 // kernelFate summarises what the kernel did with one injected packet: the
 // endpoint it reached at the server, or the ICMP error the client got, or
 // nothing.
-func kernelFate(obs kerneltest.Observation, proto uint8) string {
+func kernelFate(obs kerneltest.Observation, proto inet.Proto) string {
 	for _, c := range obs.Server {
-		if c.Summary.Proto == proto {
+		if inet.Proto(c.Summary.Proto) == proto {
 			return "forwarded " + netip.AddrPortFrom(c.Summary.Dst, c.Summary.DstPort).String()
 		}
 	}
@@ -132,7 +133,7 @@ func labSpec(f flow) kerneltest.FrameSpec {
 	if spec.SrcPort == 0 {
 		spec.SrcPort = 40000
 	}
-	if f.proto == netfilter.ProtoUDP {
+	if f.proto == inet.UDP {
 		spec.Proto, spec.TCPFlags = "udp", ""
 	}
 	return spec
@@ -204,20 +205,20 @@ func TestKernelFlowTable(t *testing.T) {
 		f      flow
 		legacy bool // v1.18 layout
 	}{
-		{"ClusterIP", flow{in: "eth0", proto: netfilter.ProtoTCP, src: client, dst: "10.96.0.10", dport: 80}, false},
-		{"NodePort", flow{in: "eth0", proto: netfilter.ProtoTCP, src: client, dst: "192.168.10.1", dport: 30020}, false},
-		{"NodePort on 127.0.0.1", flow{proto: netfilter.ProtoTCP, src: "127.0.0.1", dst: "127.0.0.1", dport: 30020}, false},
-		{"LoadBalancer allowed", flow{in: "eth0", proto: netfilter.ProtoTCP, src: client, dst: "203.0.113.30", dport: 80}, false},
-		{"LoadBalancer denied", flow{in: "eth0", proto: netfilter.ProtoTCP, src: client, dst: "203.0.113.31", dport: 80}, false},
-		{"externalIP", flow{in: "eth0", proto: netfilter.ProtoTCP, src: client, dst: "198.18.0.40", dport: 80}, false},
-		{"eTP Local with local endpoint", flow{in: "eth0", proto: netfilter.ProtoTCP, src: client, dst: "192.168.10.1", dport: 30050}, false},
-		{"eTP Local without local endpoints", flow{in: "eth0", proto: netfilter.ProtoTCP, src: client, dst: "192.168.10.1", dport: 30060}, false},
-		{"iTP Local from a pod", flow{in: "eth1", proto: netfilter.ProtoTCP, src: pod, dst: "10.96.0.70", dport: 80}, false},
-		{"iTP Local without local endpoints", flow{in: "eth1", proto: netfilter.ProtoTCP, src: pod, dst: "10.96.0.71", dport: 80}, false},
-		{"no endpoints", flow{in: "eth0", proto: netfilter.ProtoUDP, src: client, dst: "10.96.0.90", dport: 53}, false},
-		{"five endpoints", flow{in: "eth0", proto: netfilter.ProtoUDP, src: client, dst: "10.96.0.100", dport: 53}, false},
-		{"legacy ClusterIP", flow{in: "eth0", proto: netfilter.ProtoTCP, src: client, dst: "10.96.0.10", dport: 80}, true},
-		{"legacy NodePort", flow{in: "eth0", proto: netfilter.ProtoTCP, src: client, dst: "192.168.10.1", dport: 30020}, true},
+		{"ClusterIP", flow{in: "eth0", proto: inet.TCP, src: client, dst: "10.96.0.10", dport: 80}, false},
+		{"NodePort", flow{in: "eth0", proto: inet.TCP, src: client, dst: "192.168.10.1", dport: 30020}, false},
+		{"NodePort on 127.0.0.1", flow{proto: inet.TCP, src: "127.0.0.1", dst: "127.0.0.1", dport: 30020}, false},
+		{"LoadBalancer allowed", flow{in: "eth0", proto: inet.TCP, src: client, dst: "203.0.113.30", dport: 80}, false},
+		{"LoadBalancer denied", flow{in: "eth0", proto: inet.TCP, src: client, dst: "203.0.113.31", dport: 80}, false},
+		{"externalIP", flow{in: "eth0", proto: inet.TCP, src: client, dst: "198.18.0.40", dport: 80}, false},
+		{"eTP Local with local endpoint", flow{in: "eth0", proto: inet.TCP, src: client, dst: "192.168.10.1", dport: 30050}, false},
+		{"eTP Local without local endpoints", flow{in: "eth0", proto: inet.TCP, src: client, dst: "192.168.10.1", dport: 30060}, false},
+		{"iTP Local from a pod", flow{in: "eth1", proto: inet.TCP, src: pod, dst: "10.96.0.70", dport: 80}, false},
+		{"iTP Local without local endpoints", flow{in: "eth1", proto: inet.TCP, src: pod, dst: "10.96.0.71", dport: 80}, false},
+		{"no endpoints", flow{in: "eth0", proto: inet.UDP, src: client, dst: "10.96.0.90", dport: 53}, false},
+		{"five endpoints", flow{in: "eth0", proto: inet.UDP, src: client, dst: "10.96.0.100", dport: 53}, false},
+		{"legacy ClusterIP", flow{in: "eth0", proto: inet.TCP, src: client, dst: "10.96.0.10", dport: 80}, true},
+		{"legacy NodePort", flow{in: "eth0", proto: inet.TCP, src: client, dst: "192.168.10.1", dport: 30020}, true},
 	}
 	// Several rounds, so that the kernel's random choices visit more than
 	// one endpoint; each case starts from a fresh ruleset and conntrack.
@@ -247,17 +248,17 @@ func TestKernelFlowTable(t *testing.T) {
 	// in the kernel as in Explain.
 	require.NoError(t, lab.Reset(string(doc)))
 	sim := labSimHost(t, doc, 1)
-	first := flow{in: "eth0", proto: netfilter.ProtoTCP, src: client, dst: "10.96.0.80", dport: 80, sport: 42000}
+	first := flow{in: "eth0", proto: inet.TCP, src: client, dst: "10.96.0.80", dport: 80, sport: 42000}
 	o1, err := lab.Exchange(labFrame(t, lab, first))
 	require.NoError(t, err)
-	k1 := kernelFate(o1, netfilter.ProtoTCP)
+	k1 := kernelFate(o1, inet.TCP)
 	assert.Contains(t, simFates(explain(t, sim, first)), k1)
 	for i := 1; i <= 3; i++ {
 		next := first
 		next.sport = uint16(42000 + i)
 		o, err := lab.Exchange(labFrame(t, lab, next))
 		require.NoError(t, err)
-		assert.Equal(t, k1, kernelFate(o, netfilter.ProtoTCP), "connection %d", i+1)
+		assert.Equal(t, k1, kernelFate(o, inet.TCP), "connection %d", i+1)
 	}
 	s1 := sim.Receive(first.in, first.packet())
 	second := first
@@ -278,7 +279,7 @@ func TestKernelFiveEndpointDistribution(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, lab.Reset(string(doc)))
 
-	base := flow{in: "eth0", proto: netfilter.ProtoUDP, src: "192.168.10.2", dst: "10.96.0.100", dport: 53}
+	base := flow{in: "eth0", proto: inet.UDP, src: "192.168.10.2", dst: "10.96.0.100", dport: 53}
 	outs := explain(t, labSimHost(t, doc, 1), base)
 	require.Len(t, outs, 5)
 	index := map[string]int{}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,7 @@ import (
 func TestUnknownInterfaceIsRefused(t *testing.T) {
 	rules := "*filter\n-A INPUT -m conntrack --ctstate NEW -j ACCEPT\nCOMMIT\n"
 	h := testHost(t, rules, HostConfig{})
-	p := tcpPacket("192.168.10.2", "192.168.10.1", 80, SYN)
+	p := tcpPacket("192.168.10.2", "192.168.10.1", 80, inet.SYN)
 	check := func(t *testing.T, res Result) {
 		t.Helper()
 		assert.Equal(t, VerdictRefused, res.Verdict)
@@ -28,7 +29,7 @@ func TestUnknownInterfaceIsRefused(t *testing.T) {
 		require.True(t, errors.As(res.Err, &pe))
 		assert.Equal(t, "In", pe.Field)
 		assert.Equal(t, `packet refused: In: unknown interface "eht0" (the host has lo, eth0, eth1; add it with AddInterface)`, res.Err.Error())
-		assert.Equal(t, res.Err.Error(), res.Reason)
+		assert.Equal(t, ReasonRefused, res.Reason)
 		assert.Equal(t, Step{}, res.Where)
 		assert.Nil(t, res.Conn)
 	}
@@ -50,7 +51,7 @@ func TestUnknownInterfaceIsRefused(t *testing.T) {
 	assert.NoError(t, res.Err)
 	assert.Equal(t, Delivered, res.Disposition)
 	// lo exists on every host.
-	assert.Equal(t, Delivered, h.Receive("lo", tcpPacket("127.0.0.1", "127.0.0.1", 80, SYN)).Disposition)
+	assert.Equal(t, Delivered, h.Receive("lo", tcpPacket("127.0.0.1", "127.0.0.1", 80, inet.SYN)).Disposition)
 }
 
 // Fields that contradict each other are refused with the field at fault,
@@ -58,7 +59,7 @@ func TestUnknownInterfaceIsRefused(t *testing.T) {
 func TestContradictoryPacketIsRefused(t *testing.T) {
 	h := testHost(t, "", HostConfig{})
 	a := netip.MustParseAddr
-	tcp := tcpPacket("192.168.10.2", "192.168.10.1", 80, SYN)
+	tcp := tcpPacket("192.168.10.2", "192.168.10.1", 80, inet.SYN)
 	for _, tc := range []struct {
 		name  string
 		edit  func(p *Packet)
@@ -71,12 +72,12 @@ func TestContradictoryPacketIsRefused(t *testing.T) {
 		{"IPv4-mapped source", func(p *Packet) { p.Src = a("::ffff:192.168.10.2") }, "Src", "ipv6 source ::ffff:192.168.10.2 with ipv4 destination 192.168.10.1"},
 		{"no destination", func(p *Packet) { p.Dst = netip.Addr{} }, "Dst", "no destination address"},
 		{"no source", func(p *Packet) { p.Src = netip.Addr{} }, "Src", "no source address (only Send chooses one)"},
-		{"ports on icmp", func(p *Packet) { p.Proto, p.TCPFlags = ProtoICMP, 0 }, "SrcPort", "protocol icmp has no ports"},
+		{"ports on icmp", func(p *Packet) { p.Proto, p.TCPFlags = inet.ICMP, 0 }, "SrcPort", "protocol icmp has no ports"},
 		{"ports without a protocol", func(p *Packet) { p.Proto, p.TCPFlags, p.SrcPort = 0, 0, 0 }, "DstPort", "protocol 0 (Proto unset) has no ports"},
-		{"tcp flags on udp", func(p *Packet) { p.Proto = ProtoUDP }, "TCPFlags", "protocol udp is not tcp"},
+		{"tcp flags on udp", func(p *Packet) { p.Proto = inet.UDP }, "TCPFlags", "protocol udp is not tcp"},
 		{"icmp type on tcp", func(p *Packet) { p.ICMPType = 8 }, "ICMPType", "protocol tcp is not icmp or ipv6-icmp"},
-		{"icmp in IPv6", func(p *Packet) { *p = ICMP(a("fd00:10::2"), a("fd00:10::1"), 128, 0); p.Proto = ProtoICMP }, "Proto", "icmp in an IPv6 packet (ICMPv6 is ProtoICMPv6)"},
-		{"icmpv6 in IPv4", func(p *Packet) { *p = ICMP(a("192.168.10.2"), a("192.168.10.1"), 8, 0); p.Proto = ProtoICMPv6 }, "Proto", "ipv6-icmp in an IPv4 packet (ICMP is ProtoICMP)"},
+		{"icmp in IPv6", func(p *Packet) { *p = ICMP(a("fd00:10::2"), a("fd00:10::1"), 128, 0); p.Proto = inet.ICMP }, "Proto", "icmp in an IPv6 packet (ICMPv6 is inet.ICMPv6)"},
+		{"icmpv6 in IPv4", func(p *Packet) { *p = ICMP(a("192.168.10.2"), a("192.168.10.1"), 8, 0); p.Proto = inet.ICMPv6 }, "Proto", "ipv6-icmp in an IPv4 packet (ICMP is inet.ICMP)"},
 		{"negative length", func(p *Packet) { p.Length = -1 }, "Length", "negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,22 +115,22 @@ func TestContradictoryPacketIsRefused(t *testing.T) {
 func TestPacketConstructors(t *testing.T) {
 	ap := netip.MustParseAddrPort
 	a := netip.MustParseAddr
-	assert.Equal(t, Packet{Family: IPv4, Proto: ProtoTCP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 40000, DstPort: 80, TCPFlags: SYN, TTL: 64, Length: 40},
-		TCP(ap("10.0.0.2:40000"), ap("10.0.0.1:80"), SYN))
-	assert.Equal(t, Packet{Family: IPv6, Proto: ProtoTCP, Src: a("fd00::2"), Dst: a("fd00::1"), SrcPort: 40000, DstPort: 80, TCPFlags: SYN | ACK, TTL: 64, Length: 60},
-		TCP(ap("[fd00::2]:40000"), ap("[fd00::1]:80"), SYN|ACK))
-	assert.Equal(t, Packet{Family: IPv4, Proto: ProtoUDP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 5353, DstPort: 53, TTL: 64, Length: 28},
+	assert.Equal(t, Packet{Family: IPv4, Proto: inet.TCP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 40000, DstPort: 80, TCPFlags: inet.SYN, TTL: 64, Length: 40},
+		TCP(ap("10.0.0.2:40000"), ap("10.0.0.1:80"), inet.SYN))
+	assert.Equal(t, Packet{Family: IPv6, Proto: inet.TCP, Src: a("fd00::2"), Dst: a("fd00::1"), SrcPort: 40000, DstPort: 80, TCPFlags: inet.SYN | inet.ACK, TTL: 64, Length: 60},
+		TCP(ap("[fd00::2]:40000"), ap("[fd00::1]:80"), inet.SYN|inet.ACK))
+	assert.Equal(t, Packet{Family: IPv4, Proto: inet.UDP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 5353, DstPort: 53, TTL: 64, Length: 28},
 		UDP(ap("10.0.0.2:5353"), ap("10.0.0.1:53")))
-	assert.Equal(t, Packet{Family: IPv6, Proto: ProtoUDP, Src: a("fd00::2"), Dst: a("fd00::1"), SrcPort: 5353, DstPort: 53, TTL: 64, Length: 48},
+	assert.Equal(t, Packet{Family: IPv6, Proto: inet.UDP, Src: a("fd00::2"), Dst: a("fd00::1"), SrcPort: 5353, DstPort: 53, TTL: 64, Length: 48},
 		UDP(ap("[fd00::2]:5353"), ap("[fd00::1]:53")))
-	assert.Equal(t, Packet{Family: IPv4, Proto: ProtoICMP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), ICMPType: 8, TTL: 64, Length: 28},
+	assert.Equal(t, Packet{Family: IPv4, Proto: inet.ICMP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), ICMPType: 8, TTL: 64, Length: 28},
 		ICMP(a("10.0.0.2"), a("10.0.0.1"), 8, 0))
-	assert.Equal(t, Packet{Family: IPv6, Proto: ProtoICMPv6, Src: a("fd00::2"), Dst: a("fd00::1"), ICMPType: 128, TTL: 64, Length: 48},
+	assert.Equal(t, Packet{Family: IPv6, Proto: inet.ICMPv6, Src: a("fd00::2"), Dst: a("fd00::1"), ICMPType: 128, TTL: 64, Length: 48},
 		ICMP(a("fd00::2"), a("fd00::1"), 128, 0))
 	// A forwarded constructed packet is not "TTL exceeded", as a zero
 	// Packet's TTL 0 is.
 	h := testHost(t, "", HostConfig{})
-	res := h.Receive("eth0", TCP(ap("192.168.10.2:40000"), ap("10.244.1.5:80"), SYN))
+	res := h.Receive("eth0", TCP(ap("192.168.10.2:40000"), ap("10.244.1.5:80"), inet.SYN))
 	assert.Equal(t, Forwarded, res.Disposition, res.Reason)
 	assert.Equal(t, uint8(63), res.Packet.TTL)
 	// Mixed families are refused when the packet enters.
@@ -145,17 +146,17 @@ func TestPacketConstructors(t *testing.T) {
 // tracing, at no allocation once the rule's text is formatted.
 func TestWhereWithoutTracing(t *testing.T) {
 	h := testHost(t, filterRules(3), HostConfig{})
-	res := h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 80, SYN))
-	assert.Equal(t, Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 4, Text: "-A INPUT -p tcp -m tcp --dport 80 -j ACCEPT", Action: "ACCEPT"}, res.Where)
-	res = h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 81, SYN))
-	assert.Equal(t, Step{Hook: Input, Table: Filter, Chain: "INPUT", Action: "POLICY:DROP"}, res.Where)
-	res = h.Receive("eth0", tcpPacket("10.0.0.1", "192.168.10.1", 2, SYN))
-	assert.Equal(t, Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 2, Text: "-A INPUT -s 10.0.0.1/32 -p tcp -m tcp --dport 2 -j DROP", Action: "DROP"}, res.Where)
+	res := h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 80, inet.SYN))
+	assert.Equal(t, Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 4, Text: "-A INPUT -p tcp -m tcp --dport 80 -j ACCEPT", Action: Action{Kind: ActionAccept}}, res.Where)
+	res = h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 81, inet.SYN))
+	assert.Equal(t, Step{Hook: Input, Table: Filter, Chain: "INPUT", Action: Action{Kind: ActionPolicyDrop}}, res.Where)
+	res = h.Receive("eth0", tcpPacket("10.0.0.1", "192.168.10.1", 2, inet.SYN))
+	assert.Equal(t, Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 2, Text: "-A INPUT -s 10.0.0.1/32 -p tcp -m tcp --dport 2 -j DROP", Action: Action{Kind: ActionDrop}}, res.Where)
 	h2 := testHost(t, "*filter\n-A INPUT -p tcp --dport 22 -j REJECT --reject-with tcp-reset\nCOMMIT\n", HostConfig{})
-	res = h2.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 22, SYN))
-	assert.Equal(t, "REJECT", res.Where.Action)
+	res = h2.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 22, inet.SYN))
+	assert.Equal(t, Action{Kind: ActionReject}, res.Where.Action)
 	assert.Equal(t, "-A INPUT -p tcp -m tcp --dport 22 -j REJECT --reject-with tcp-reset", res.Where.Text)
-	p := tcpPacket("10.0.0.1", "192.168.10.1", 2, SYN)
+	p := tcpPacket("10.0.0.1", "192.168.10.1", 2, inet.SYN)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Receive("eth0", p) }))
 }
 
@@ -164,7 +165,7 @@ func TestWhereWithoutTracing(t *testing.T) {
 // a copy of its argument too.
 func TestRulesetIsACopy(t *testing.T) {
 	h := testHost(t, "*filter\n-A INPUT -p tcp --dport 22 -j DROP\nCOMMIT\n", HostConfig{})
-	ssh := tcpPacket("192.168.10.2", "192.168.10.1", 22, SYN)
+	ssh := tcpPacket("192.168.10.2", "192.168.10.1", 22, inet.SYN)
 	rs := h.Ruleset(IPv4)
 	require.NoError(t, rs.Exec("-I INPUT -p tcp --dport 22 -j ACCEPT"))
 	assert.Equal(t, Dropped, h.Receive("eth0", ssh).Disposition)

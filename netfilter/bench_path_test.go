@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func BenchmarkReceiveFilter(b *testing.B) {
 			if err := h.Restore(IPv4, []byte(filterRules(n)), RestoreOptions{}); err != nil {
 				b.Fatal(err)
 			}
-			p := tcpPacket("192.168.10.2", "192.168.10.1", 80, SYN)
+			p := tcpPacket("192.168.10.2", "192.168.10.1", 80, inet.SYN)
 			b.ReportAllocs()
 			for b.Loop() {
 				if h.Receive("eth0", p).Disposition != Delivered {
@@ -45,7 +46,7 @@ func BenchmarkReceiveFilter(b *testing.B) {
 // filter table with tracing off allocates nothing.
 func TestReceiveDoesNotAllocate(t *testing.T) {
 	h := testHost(t, filterRules(50), HostConfig{})
-	p := tcpPacket("192.168.10.2", "192.168.10.1", 80, SYN)
+	p := tcpPacket("192.168.10.2", "192.168.10.1", 80, inet.SYN)
 	allocs := testing.AllocsPerRun(100, func() { h.Receive("eth0", p) })
 	if allocs != 0 {
 		t.Fatalf("Receive allocates %.1f times per packet", allocs)

@@ -174,7 +174,7 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 				case *JumpTarget:
 					if len(jumps) == 0 {
 						// Cannot be: validation listed every jump.
-						return nil, fmt.Errorf("%w: jump to %q from chain %q not validated", ErrUnsupported, tg.Chain, c.Name)
+						return nil, fmt.Errorf("%w: jump to %q from chain %q not validated", ErrNotModelled, tg.Chain, c.Name)
 					}
 					cr.kind, cr.jump = vJump, start[jumps[0]]
 					jumps = jumps[1:]
@@ -193,11 +193,11 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 					// effect (or some form of it) is not modelled;
 					// they say why.
 					if u, ok := tg.(unmodelled); ok && u.unmodelled() != "" {
-						return nil, fmt.Errorf("%w: target %s: %s", ErrUnsupported, tg.Name(), u.unmodelled())
+						return nil, fmt.Errorf("%w: target %s: %s", ErrNotModelled, tg.Name(), u.unmodelled())
 					}
 					a, ok := tg.(applier)
 					if !ok {
-						return nil, fmt.Errorf("%w: target %s cannot run", ErrUnsupported, tg.Name())
+						return nil, fmt.Errorf("%w: target %s cannot run", ErrNotModelled, tg.Name())
 					}
 					cr.apply = a
 				}
@@ -210,7 +210,7 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 					}
 					if u, ok := m.(unmodelled); ok {
 						if why := u.unmodelled(); why != "" {
-							return nil, &ruleError{r, fmt.Errorf("%w: -m %s in table %s chain %s rule %d: %s", ErrUnsupported, m.Module(), t.id, c.Name, i+1, why)}
+							return nil, &ruleError{r, fmt.Errorf("%w: -m %s in table %s chain %s rule %d: %s", ErrNotModelled, m.Module(), t.id, c.Name, i+1, why)}
 						}
 					}
 					switch m := m.(type) {
@@ -267,7 +267,7 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 			ct.rules = append(ct.rules, end)
 		}
 		if len(jumps) != 0 {
-			return nil, fmt.Errorf("%w: table %s has fewer jumps than validated", ErrUnsupported, t.id)
+			return nil, fmt.Errorf("%w: table %s has fewer jumps than validated", ErrNotModelled, t.id)
 		}
 		ct.depth = chainDepth(ct)
 		ct.stack = make([]int, ct.depth+1)
@@ -391,10 +391,11 @@ func ifaceMatch(pattern, name string) bool {
 }
 
 // ruleTrace is what a trace step prints of a rule: its -S form and, for
-// a jump or goto, "JUMP:X" or "GOTO:X".
+// a jump or goto, its action.
 type ruleTrace struct {
-	text, action string
-	placeholder  bool // the rule holds a lenient-mode placeholder
+	text        string
+	action      Action
+	placeholder bool // the rule holds a lenient-mode placeholder
 }
 
 func (r *crule) trace() *ruleTrace {
@@ -404,14 +405,15 @@ func (r *crule) trace() *ruleTrace {
 		t := &ruleTrace{text: string(b[:len(b)-1]), placeholder: r.rule.isPlaceholder()}
 		switch r.kind {
 		case vJump:
-			t.action = "JUMP:" + r.rule.Target.Name()
+			t.action = Action{Kind: ActionJump, Chain: r.rule.Target.Name()}
 		case vGoto:
-			t.action = "GOTO:" + r.rule.Target.Name()
+			t.action = Action{Kind: ActionGoto, Chain: r.rule.Target.Name()}
 		}
 		x.traced = t
 	}
 	return x.traced
 }
 
-// jumpAction returns "JUMP:X" or "GOTO:X" for a rule that jumps to X.
-func (r *crule) jumpAction() string { return r.trace().action }
+
+// jumpAction returns the jump or goto action of a rule that jumps.
+func (r *crule) jumpAction() Action { return r.trace().action }

@@ -1,6 +1,10 @@
 package netfilter
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/packetwalk/packetwalk/inet"
+)
 
 // minIndexRun is the shortest run of rules worth a dispatch map: below it
 // a linear walk is as fast as hashing the packet's key.
@@ -30,7 +34,7 @@ type dispatch struct {
 // field.
 type dispatchKey struct {
 	dst   netip.Addr
-	proto uint8
+	proto inet.Proto
 	port  bool
 	dport uint16
 	//lint:ignore U1000 fills what would be padding (see above)
@@ -72,16 +76,16 @@ func classify(r *Rule) (indexClass, dispatchKey) {
 		case *CommentMatch:
 			continue
 		case *TCPMatch:
-			if port != nil || k.proto != ProtoTCP || m.InvSrcPorts || m.InvDstPorts || m.SrcPorts != anyPorts ||
+			if port != nil || k.proto != inet.TCP || m.InvDstPorts || m.SrcPorts != nil && (m.InvSrcPorts || *m.SrcPorts != anyPorts) ||
 				m.FlagsMask != 0 || m.HasOption {
 				return byDst, k
 			}
-			port = &m.DstPorts
+			port = m.DstPorts
 		case *UDPMatch:
-			if port != nil || k.proto != ProtoUDP || m.InvSrcPorts || m.InvDstPorts || m.SrcPorts != anyPorts {
+			if port != nil || k.proto != inet.UDP || m.InvDstPorts || m.SrcPorts != nil && (m.InvSrcPorts || *m.SrcPorts != anyPorts) {
 				return byDst, k
 			}
-			port = &m.DstPorts
+			port = m.DstPorts
 		default:
 			return byDst, k
 		}
@@ -126,7 +130,7 @@ func newDispatch(classes []indexClass, keys []dispatchKey, first int) *dispatch 
 	d := &dispatch{end: first + len(keys), idx: make(map[dispatchKey][]int32)}
 	type dstProto struct {
 		dst   netip.Addr
-		proto uint8
+		proto inet.Proto
 	}
 	// General rules by destination and protocol (0 for any protocol).
 	general := map[dstProto][]int32{}
@@ -138,7 +142,7 @@ func newDispatch(classes []indexClass, keys []dispatchKey, first int) *dispatch 
 	}
 	// A packet's candidates with protocol P are the general rules for P
 	// and for any protocol, plus, when its port is known, the port rules.
-	merged := func(dst netip.Addr, proto uint8, extra []int32) []int32 {
+	merged := func(dst netip.Addr, proto inet.Proto, extra []int32) []int32 {
 		out := append([]int32(nil), extra...)
 		out = append(out, general[dstProto{dst, proto}]...)
 		if proto != 0 {
@@ -198,7 +202,7 @@ func (d *dispatch) next(p *Packet, pc int) int {
 
 func (d *dispatch) lookup(p *Packet) ([]int32, bool) {
 	k := dispatchKey{dst: p.Dst, proto: p.Proto}
-	if d.ports && (p.Proto == ProtoTCP || p.Proto == ProtoUDP) {
+	if d.ports && (p.Proto == inet.TCP || p.Proto == inet.UDP) {
 		k.port, k.dport = true, p.DstPort
 		if l, ok := d.idx[k]; ok {
 			return l, true

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -181,13 +182,13 @@ func TestIndexedDispatchMatchesLinear(t *testing.T) {
 		runs += dispatchRuns(fast)
 		for n := rapid.IntRange(1, 30).Draw(t, "packets"); n > 0; n-- {
 			p := Packet{
-				Proto:   rapid.SampledFrom([]uint8{ProtoTCP, ProtoTCP, ProtoUDP, ProtoICMP}).Draw(t, "pproto"),
+				Proto:   rapid.SampledFrom([]inet.Proto{inet.TCP, inet.TCP, inet.UDP, inet.ICMP}).Draw(t, "pproto"),
 				Src:     netip.MustParseAddr(rapid.SampledFrom([]string{"192.168.10.2", "192.168.11.2"}).Draw(t, "psrc")),
 				Dst:     netip.MustParseAddr(rapid.SampledFrom(indexDsts[:4]).Draw(t, "pdst")),
 				SrcPort: 40000, DstPort: rapid.SampledFrom([]uint16{80, 81, 443, 22}).Draw(t, "pport"),
-				TCPFlags: SYN, TTL: 64, Length: 60,
+				TCPFlags: inet.SYN, TTL: 64, Length: 60,
 			}
-			if p.Proto == ProtoICMP {
+			if p.Proto == inet.ICMP {
 				p.SrcPort, p.DstPort, p.TCPFlags = 0, 0, 0
 			}
 			if rapid.IntRange(0, 9).Draw(t, "frag") == 0 {
@@ -232,7 +233,7 @@ func TestIndexedDispatchKubeServices(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.dst, func(t *testing.T) {
-			p := tcpPacket("192.168.10.2", tc.dst, tc.port, SYN)
+			p := tcpPacket("192.168.10.2", tc.dst, tc.port, inet.SYN)
 			want, got := ref.Receive("eth0", p), fast.Receive("eth0", p)
 			assert.Equal(t, tc.want, got.Disposition)
 			assert.Equal(t, want, got)
@@ -285,7 +286,7 @@ func TestExplainResumeMatchesReplay(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		rules := explainRuleset(t)
 		fast, ref := testExplainHost(t, rules, false), testExplainHost(t, rules, true)
-		p := tcpPacket("192.168.10.2", "10.96.0.10", rapid.SampledFrom([]uint16{80, 81}).Draw(t, "port"), SYN)
+		p := tcpPacket("192.168.10.2", "10.96.0.10", rapid.SampledFrom([]uint16{80, 81}).Draw(t, "port"), inet.SYN)
 		want, werr := ref.Explain("eth0", p)
 		got, gerr := fast.Explain("eth0", p)
 		require.Equal(t, werr, gerr)
@@ -332,13 +333,13 @@ func TestIndexedDispatchIPv6(t *testing.T) {
 	}
 	require.NotNil(t, last, "no indexed run")
 	for _, dst := range []string{"fd00:10::7", "fd00:10::99"} {
-		p := Packet{Family: IPv6, Proto: ProtoTCP, Src: netip.MustParseAddr("fd00:10::1"), Dst: netip.MustParseAddr(dst),
-			SrcPort: 40000, DstPort: 80, TCPFlags: SYN, TTL: 64, Length: 80}
+		p := Packet{Family: IPv6, Proto: inet.TCP, Src: netip.MustParseAddr("fd00:10::1"), Dst: netip.MustParseAddr(dst),
+			SrcPort: 40000, DstPort: 80, TCPFlags: inet.SYN, TTL: 64, Length: 80}
 		want, got := hosts[true].Send(p), hosts[false].Send(p)
 		assert.Equal(t, want, got, dst)
 	}
-	assert.Equal(t, 7, hosts[false].Send(Packet{Family: IPv6, Proto: ProtoTCP, Src: netip.MustParseAddr("fd00:10::1"),
-		Dst: netip.MustParseAddr("fd00:10::7"), SrcPort: 40001, DstPort: 80, TCPFlags: SYN, TTL: 64, Length: 80}).Where.Rule)
+	assert.Equal(t, 7, hosts[false].Send(Packet{Family: IPv6, Proto: inet.TCP, Src: netip.MustParseAddr("fd00:10::1"),
+		Dst: netip.MustParseAddr("fd00:10::7"), SrcPort: 40001, DstPort: 80, TCPFlags: inet.SYN, TTL: 64, Length: 80}).Where.Rule)
 }
 
 // BenchmarkDispatch walks a KUBE-SERVICES-like run of n rules to its last
@@ -359,7 +360,7 @@ func BenchmarkDispatch(b *testing.B) {
 				require.NoError(b, h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24"), netip.MustParsePrefix(last+"/8")))
 				require.NoError(b, h.Restore(IPv4, []byte(rules.String()), RestoreOptions{}))
 				setLinear(h, linear)
-				p := tcpPacket("192.168.10.2", last, 80, SYN)
+				p := tcpPacket("192.168.10.2", last, 80, inet.SYN)
 				b.ReportAllocs()
 				for b.Loop() {
 					if h.Receive("eth0", p).Where.Rule != n {
@@ -378,7 +379,7 @@ func BenchmarkExplainResume(b *testing.B) {
 	for _, reference := range []bool{false, true} {
 		b.Run(fmt.Sprintf("replay=%v", reference), func(b *testing.B) {
 			h := testExplainHost(b, rules, reference)
-			p := tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN)
+			p := tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN)
 			b.ReportAllocs()
 			for b.Loop() {
 				if out, err := h.Explain("eth0", p); err != nil || len(out) != 1000 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,11 +20,11 @@ func TestStatefulFirewall(t *testing.T) {
 -A FORWARD -m conntrack --ctstate INVALID -j DROP
 COMMIT
 `, HostConfig{})
-	syn := h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, SYN))
+	syn := h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, inet.SYN))
 	assert.Equal(t, Forwarded, syn.Disposition)
 	assert.Equal(t, 2, syn.Where.Rule)
 	// The reply comes back from the pod side: only ESTABLISHED lets it in.
-	synack := tcpPacket("10.244.1.5", "192.168.10.2", 0, SYN|ACK)
+	synack := tcpPacket("10.244.1.5", "192.168.10.2", 0, inet.SYN|inet.ACK)
 	synack.SrcPort, synack.DstPort = 80, 40000
 	res := h.Receive("eth1", synack)
 	assert.Equal(t, Forwarded, res.Disposition)
@@ -42,7 +43,7 @@ func TestNoConntrackUserMeansNoNAT(t *testing.T) {
 	// nothing enabled conntrack (docs/kernel-notes.md, "Conntrack is off
 	// until a rule needs it").
 	h := testHost(t, "*nat\n-A PREROUTING -p tcp -j ACCEPT\nCOMMIT\n", HostConfig{})
-	h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, SYN))
+	h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, inet.SYN))
 	got := string(h.Ruleset(IPv4).AppendSave(nil, SaveOptions{Counters: true}))
 	assert.Contains(t, got, "[0:0] -A PREROUTING -p tcp -j ACCEPT")
 	assert.Equal(t, 0, h.Conntrack().Len())
@@ -100,12 +101,12 @@ COMMIT
 // with the service address outside and inside (RELATED, un-NATed).
 func TestRelatedICMPErrorIsUnNATed(t *testing.T) {
 	h := testHost(t, "*nat\n-A PREROUTING -d 10.96.0.53/32 -p udp --dport 53 -j DNAT --to-destination 10.244.1.5:5353\nCOMMIT\n", HostConfig{})
-	req := Packet{Proto: ProtoUDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("10.96.0.53"), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 40}
+	req := Packet{Proto: inet.UDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("10.96.0.53"), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 40}
 	res := h.Receive("eth0", req)
 	require.Equal(t, Forwarded, res.Disposition)
 	require.Equal(t, netip.MustParseAddr("10.244.1.5"), res.Packet.Dst)
-	icmp := Packet{Proto: ProtoICMP, Src: netip.MustParseAddr("10.244.1.5"), Dst: netip.MustParseAddr("192.168.10.2"), ICMPType: 3, ICMPCode: 3, TTL: 64, Length: 68,
-		Inner: InnerHeader{Proto: ProtoUDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("10.244.1.5"), SrcPort: 40000, DstPort: 5353}}
+	icmp := Packet{Proto: inet.ICMP, Src: netip.MustParseAddr("10.244.1.5"), Dst: netip.MustParseAddr("192.168.10.2"), ICMPType: 3, ICMPCode: 3, TTL: 64, Length: 68,
+		Inner: InnerHeader{Proto: inet.UDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("10.244.1.5"), SrcPort: 40000, DstPort: 5353}}
 	res = h.Receive("eth1", icmp)
 	require.Equal(t, Forwarded, res.Disposition)
 	assert.Equal(t, netip.MustParseAddr("10.96.0.53"), res.Packet.Src)
@@ -120,7 +121,7 @@ func TestMasqueradeOutOfAddresslessInterface(t *testing.T) {
 	h := testHost(t, "*nat\n-A POSTROUTING -o cali+ -j MASQUERADE\nCOMMIT\n", HostConfig{})
 	require.NoError(t, h.AddInterface("cali1234"))
 	require.NoError(t, h.AddRoute(Route{Dst: netip.MustParsePrefix("10.244.9.7/32"), Iface: "cali1234"}))
-	res := h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.9.7", 80, SYN))
+	res := h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.9.7", 80, inet.SYN))
 	require.Equal(t, Forwarded, res.Disposition)
 	assert.Equal(t, netip.MustParseAddr("192.168.10.1"), res.Packet.Src)
 }
@@ -132,20 +133,20 @@ func TestMasqueradeOutOfAddresslessInterface(t *testing.T) {
 // SNAT address (where the kernel, with no neighbour for it, loses it).
 func TestInvalidReplyKeepsSNATAddress(t *testing.T) {
 	h := testHost(t, "*nat\n-A POSTROUTING -o eth1 -j SNAT --to-source 10.244.1.100\nCOMMIT\n", HostConfig{})
-	seg := func(src, dst string, sport, dport uint16, flags TCPFlags, seq, ack uint32) Packet {
+	seg := func(src, dst string, sport, dport uint16, flags inet.TCPFlags, seq, ack uint32) Packet {
 		p := tcpPacket(src, dst, dport, flags)
 		p.SrcPort, p.Seq, p.Ack, p.Window = sport, seq, ack, 64240
 		return p
 	}
 	for _, seq := range []uint32{1000, 1000 + 1<<30} {
-		res := h.Receive("eth0", seg("192.168.10.2", "10.244.1.5", 40000, 80, SYN, seq, 0))
+		res := h.Receive("eth0", seg("192.168.10.2", "10.244.1.5", 40000, 80, inet.SYN, seq, 0))
 		require.Equal(t, Forwarded, res.Disposition)
 		require.Equal(t, netip.MustParseAddr("10.244.1.100"), res.Packet.Src)
 	}
-	res := h.Receive("eth1", seg("10.244.1.5", "10.244.1.100", 80, 40000, SYN|ACK, 5000, 1001))
+	res := h.Receive("eth1", seg("10.244.1.5", "10.244.1.100", 80, 40000, inet.SYN|inet.ACK, 5000, 1001))
 	require.Equal(t, Forwarded, res.Disposition)
 	assert.Equal(t, netip.MustParseAddr("192.168.10.2"), res.Packet.Dst, "ignored, still un-NATed")
-	res = h.Receive("eth1", seg("10.244.1.5", "10.244.1.100", 80, 40000, FIN|ACK, 5001, 1001))
+	res = h.Receive("eth1", seg("10.244.1.5", "10.244.1.100", 80, 40000, inet.FIN|inet.ACK, 5001, 1001))
 	require.Equal(t, Forwarded, res.Disposition)
 	assert.Nil(t, res.Conn, "INVALID")
 	assert.Equal(t, "eth1", res.Packet.Out)
@@ -159,14 +160,14 @@ func TestInvalidReplyKeepsSNATAddress(t *testing.T) {
 // looked up in OUTPUT, found as the connection's reply and closes it.
 func TestRejectOfInvalidPacketResetTracked(t *testing.T) {
 	h := testHost(t, "*filter\n-A FORWARD -p tcp -m conntrack --ctstate INVALID -j REJECT --reject-with tcp-reset\nCOMMIT\n", HostConfig{})
-	seg := func(src, dst string, sport, dport uint16, flags TCPFlags, seq, ack uint32) Packet {
+	seg := func(src, dst string, sport, dport uint16, flags inet.TCPFlags, seq, ack uint32) Packet {
 		p := tcpPacket(src, dst, dport, flags)
 		p.SrcPort, p.Seq, p.Ack, p.Window, p.Length = sport, seq, ack, 64240, 40
 		return p
 	}
-	require.Equal(t, Forwarded, h.Receive("eth0", seg("192.168.10.2", "10.244.1.5", 40000, 80, SYN, 1000, 0)).Disposition)
-	require.Equal(t, Forwarded, h.Receive("eth1", seg("10.244.1.5", "192.168.10.2", 80, 40000, SYN|ACK, 5000, 1001)).Disposition)
-	res := h.Receive("eth0", seg("192.168.10.2", "10.244.1.5", 40000, 80, ACK, 1001+1<<30, 5001))
+	require.Equal(t, Forwarded, h.Receive("eth0", seg("192.168.10.2", "10.244.1.5", 40000, 80, inet.SYN, 1000, 0)).Disposition)
+	require.Equal(t, Forwarded, h.Receive("eth1", seg("10.244.1.5", "192.168.10.2", 80, 40000, inet.SYN|inet.ACK, 5000, 1001)).Disposition)
+	res := h.Receive("eth0", seg("192.168.10.2", "10.244.1.5", 40000, 80, inet.ACK, 1001+1<<30, 5001))
 	require.Equal(t, Rejected, res.Disposition)
 	require.Len(t, res.Emitted, 1)
 	assert.Equal(t, uint32(5001), res.Emitted[0].Seq)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
@@ -86,7 +87,7 @@ func TestCTTargetStateKernel(t *testing.T) {
 					require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
 					require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
 					require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
-					p := Packet{Proto: ProtoUDP, Src: src, Dst: dst, SrcPort: 40000, DstPort: 9, TTL: 64, Length: 20 + 8 + 4}
+					p := Packet{Proto: inet.UDP, Src: src, Dst: dst, SrcPort: 40000, DstPort: 9, TTL: 64, Length: 20 + 8 + 4}
 					if v6 {
 						p.Length = 40 + 8 + 4
 					}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -123,7 +124,7 @@ func TestCTTargetStateSeenByNextRule(t *testing.T) {
 					}
 					dst = src
 				}
-				p := Packet{Proto: ProtoUDP, Src: src, Dst: dst, SrcPort: 40000, DstPort: 9, TTL: 64, Length: 60}
+				p := Packet{Proto: inet.UDP, Src: src, Dst: dst, SrcPort: 40000, DstPort: 9, TTL: 64, Length: 60}
 				var res Result
 				if tc.local {
 					res = h.Send(p)

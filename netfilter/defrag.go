@@ -24,12 +24,12 @@ const maxFragQueues = 4096
 
 // Reasons a fragment did not cross the hooks (Result.Reason).
 const (
-	reasonHeld     = "fragment held for reassembly (conntrack defragments before the hooks)"
-	reasonDup      = "duplicate fragment: ignored"
-	reasonOverlap  = "fragment overlaps another: reassembly queue discarded"
-	reasonBadFrag  = "fragment inconsistent with its queue (length or end): reassembly queue discarded"
-	reasonOversize = "reassembled packet longer than 65535 bytes: discarded"
-	reasonFragMem  = "too many fragments queued: dropped"
+	reasonHeld     = ReasonFragmentHeld
+	reasonDup      = ReasonFragmentDuplicate
+	reasonOverlap  = ReasonFragmentOverlap
+	reasonBadFrag  = ReasonFragmentInconsistent
+	reasonOversize = ReasonReassembledTooLong
+	reasonFragMem  = ReasonTooManyFragments
 )
 
 // defragging reports whether fragments of family f are reassembled
@@ -117,7 +117,7 @@ func (d *Decoder) fragment(out bool) (fragInfo, bool) {
 // defrag adds a fragment to its queue. It returns the reassembled frame
 // (in f.whole) and true once the queue is complete, or a reason the
 // fragment stops here.
-func (f *FrameHost) defrag(frame []byte, fi fragInfo) (bool, string) {
+func (f *FrameHost) defrag(frame []byte, fi fragInfo) (bool, Reason) {
 	now := f.Host.clock.Now()
 	for k, q := range f.queues {
 		if now.Sub(q.created) >= fragTimeout {
@@ -139,7 +139,7 @@ func (f *FrameHost) defrag(frame []byte, fi fragInfo) (bool, string) {
 	}
 	data := frame[fi.hdrEnd:fi.end]
 	off, end := fi.off, fi.off+len(data)
-	kill := func(reason string) (bool, string) {
+	kill := func(reason Reason) (bool, Reason) {
 		delete(f.queues, fi.key)
 		return false, reason
 	}
@@ -207,7 +207,7 @@ func (f *FrameHost) defrag(frame []byte, fi fragInfo) (bool, string) {
 		f.pieces = append(f.pieces, [2]int{p.off, len(p.data)})
 	}
 	f.unfragLen, f.fragLink, f.fragID, f.fragV6 = unfrag, q.linkLen, fi.key.id, q.fragHdr >= 0
-	return true, ""
+	return true, NoReason
 }
 
 func b2i(b bool) int {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -158,16 +159,16 @@ func TestDefragQueueRules(t *testing.T) {
 		name  string
 		cuts  []cut
 		dispo []Disposition
-		why   string // the reason of the last fragment
+		why   Reason // the reason of the last fragment
 	}{
 		{"exact duplicate ignored", []cut{labCuts[0], labCuts[1], labCuts[1], labCuts[2]},
-			[]Disposition{Held, Held, Dropped, Forwarded}, ""},
+			[]Disposition{Held, Held, Dropped, Forwarded}, NoReason},
 		{"duplicate inside a run ignored", []cut{labCuts[0], labCuts[1], {0, 200, true, false}, labCuts[2]},
-			[]Disposition{Held, Held, Dropped, Forwarded}, ""},
+			[]Disposition{Held, Held, Dropped, Forwarded}, NoReason},
 		{"partial overlap discards the queue", []cut{labCuts[0], {200, 400, true, false}, labCuts[1], labCuts[2]},
 			[]Disposition{Held, Dropped, Held, Held}, reasonHeld},
 		{"overlap then all again", []cut{labCuts[0], {200, 400, true, false}, labCuts[0], labCuts[1], labCuts[2]},
-			[]Disposition{Held, Dropped, Held, Held, Forwarded}, ""},
+			[]Disposition{Held, Dropped, Held, Held, Forwarded}, NoReason},
 		{"two different ends", []cut{labCuts[2], {1200, 200, false, false}},
 			[]Disposition{Held, Dropped}, reasonBadFrag},
 		{"last fragment ends before queued data", []cut{labCuts[1], {200, 200, false, false}},
@@ -230,7 +231,7 @@ func TestDefragIPv6(t *testing.T) {
 		assert.Equal(t, [16]byte(a("fd00:244::5").As16()), [16]byte(ip[24:40]))
 		assert.Equal(t, 8+cuts[i].n, int(binary.BigEndian.Uint16(ip[4:6])))
 		fh := ip[40:48]
-		assert.Equal(t, byte(ProtoUDP), fh[0])
+		assert.Equal(t, byte(inet.UDP), fh[0])
 		assert.Equal(t, uint16(cuts[i].off)|uint16(b2i(cuts[i].mf)), binary.BigEndian.Uint16(fh[2:4]))
 		assert.Equal(t, uint32(0xabcdef01), binary.BigEndian.Uint32(fh[4:8]))
 		assert.Equal(t, res.Frame[14+40+cuts[i].off:14+40+cuts[i].off+cuts[i].n], ip[48:])
@@ -239,7 +240,7 @@ func TestDefragIPv6(t *testing.T) {
 
 func TestReceiveFragmentPacketWithConntrackIsHeld(t *testing.T) {
 	fh := dnatHost(t)
-	p := Packet{Proto: ProtoUDP, Src: a("192.168.10.2"), Dst: a("10.96.0.10"), FragOffset: 50, Length: 100, TTL: 64}
+	p := Packet{Proto: inet.UDP, Src: a("192.168.10.2"), Dst: a("10.96.0.10"), FragOffset: 50, Length: 100, TTL: 64}
 	res := fh.Host.Receive("eth0", p)
 	assert.Equal(t, Held, res.Disposition)
 	assert.Equal(t, "held", res.Disposition.String())

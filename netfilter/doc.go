@@ -146,4 +146,13 @@
 // recorded from the real tools by testdata/golden/record.sh, and a
 // kernel-backed test (PACKETWALK_KERNEL=1) where packets can show the
 // semantics. docs/testing.md describes the suites.
+//
+// A match built in Go must mean what its fields say: an option that may be
+// absent is a nil pointer, not a flag the parser alone sets (TCPMatch,
+// UDPMatch and SCTPMatch port ranges, built with Port and Ports; MarkMatch's
+// Mask), so the zero value of a field tests nothing and a hand-built match
+// prints and matches like the parsed one (handbuilt_test.go). Protocols,
+// TCP flags and the "not modelled" error come from package inet, connection
+// states, status bits and NAT kinds from package conntrack; a trace step's
+// Action and a result's Reason are typed values whose String is their text.
 package netfilter

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"errors"
+	"github.com/packetwalk/packetwalk/inet"
 	"strconv"
 	"strings"
 )
@@ -27,7 +28,7 @@ var (
 	ErrNoSuchRule       = errors.New("no such rule")
 	ErrSyntax           = errors.New("syntax error")
 	ErrMissingArgument  = errors.New("missing argument")
-	ErrUnsupported      = errors.New("not modelled by packetwalk")
+	ErrNotModelled      = inet.ErrNotModelled // what packetwalk does not model, refused by name
 	ErrMultipleFlags    = errors.New("option given more than once")
 	ErrIncompatibleOpts = errors.New("incompatible options")
 	// ErrUnknownInterface: a packet given to the host on an interface

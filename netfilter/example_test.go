@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -23,7 +24,7 @@ func Example() {
 	if err := h.Load(rs); err != nil {
 		panic(err)
 	}
-	syn := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:80"), netfilter.SYN)
+	syn := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:80"), inet.SYN)
 	res := h.Receive("eth0", syn)
 	if res.Err != nil {
 		panic(res.Err)
@@ -58,7 +59,7 @@ func ExampleHost_ReceiveTo() {
 	if err := h.Load(rs); err != nil {
 		panic(err)
 	}
-	p := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:0"), netfilter.SYN)
+	p := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:0"), inet.SYN)
 	var res netfilter.Result
 	for _, port := range []uint16{21, 22, 23} {
 		p.DstPort = port
@@ -78,7 +79,7 @@ func ExampleHost_Receive_refused() {
 	if err := h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")); err != nil {
 		panic(err)
 	}
-	syn := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:80"), netfilter.SYN)
+	syn := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:80"), inet.SYN)
 	res := h.Receive("eht0", syn)
 	fmt.Println(res.Verdict, res.Disposition, errors.Is(res.Err, netfilter.ErrUnknownInterface))
 	fmt.Println(res.Err)
@@ -99,7 +100,7 @@ func ExampleHost_Receive_refused() {
 // from the addresses, TTL 64 and the headers' length. A zero Packet's TTL
 // 0 would be dropped as "TTL exceeded" when forwarded.
 func ExampleTCP() {
-	p := netfilter.TCP(netip.MustParseAddrPort("[fd00::2]:40000"), netip.MustParseAddrPort("[fd00::1]:443"), netfilter.SYN)
+	p := netfilter.TCP(netip.MustParseAddrPort("[fd00::2]:40000"), netip.MustParseAddrPort("[fd00::1]:443"), inet.SYN)
 	p.Length += 32 // a payload, or options
 	fmt.Println(p.Family, p.TTL, p.Length, p.TCPFlags)
 	ping := netfilter.ICMP(netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.1"), 8, 0)
@@ -107,7 +108,7 @@ func ExampleTCP() {
 	fmt.Println(ping.Family, ping.Proto, ping.Length)
 	// Output:
 	// ipv6 64 92 SYN
-	// ipv4 1 28
+	// ipv4 icmp 28
 }
 
 // Ruleset returns a copy: reading counters from it is safe, and editing it
@@ -120,7 +121,7 @@ func ExampleHost_Ruleset() {
 	if err := h.Exec("iptables -A INPUT -p tcp --dport 22 -j DROP"); err != nil {
 		panic(err)
 	}
-	ssh := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:22"), netfilter.SYN)
+	ssh := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"), netip.MustParseAddrPort("192.168.10.1:22"), inet.SYN)
 	rs := h.Ruleset(netfilter.IPv4)
 	rs.MustExec("-F INPUT")
 	fmt.Println(h.Receive("eth0", ssh).Disposition)

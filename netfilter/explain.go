@@ -60,7 +60,7 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 	res := m.slot()
 	for n := 0; ; n++ {
 		if n == maxExplainPaths {
-			return nil, fmt.Errorf("%w: more than %d paths", ErrUnsupported, maxExplainPaths)
+			return nil, fmt.Errorf("%w: more than %d paths", ErrNotModelled, maxExplainPaths)
 		}
 		o.startWalk()
 		if iface == "" {
@@ -112,7 +112,7 @@ type sortKey struct {
 type fateKey struct {
 	verdict     Verdict
 	disposition Disposition
-	reason      string
+	reason      Reason
 	where       Step
 	packet      Packet
 	nEmitted    int

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -32,7 +33,7 @@ func kubeServiceRules(n int) string {
 func TestExplainKubeProxyCascade(t *testing.T) {
 	h := testHost(t, kubeServiceRules(3), HostConfig{Seed: 7})
 	before := h.Ruleset(IPv4).AppendSave(nil, SaveOptions{Counters: true})
-	out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN))
+	out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN))
 	require.NoError(t, err)
 	require.Len(t, out, 3)
 	// The kernel stores lround(p·2^31): 1/3 → 715827883, 1/2 → 2^30.
@@ -54,7 +55,7 @@ func TestExplainKubeProxyCascade(t *testing.T) {
 	assert.Equal(t, string(before), string(h.Ruleset(IPv4).AppendSave(nil, SaveOptions{Counters: true})))
 	assert.Equal(t, 0, h.Conntrack().Len())
 	// The seeded run afterwards picks one of the explained outcomes.
-	res := h.Receive("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN))
+	res := h.Receive("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN))
 	assert.Contains(t, want, res.Packet.Dst.String())
 	assert.Equal(t, 1, h.Conntrack().Len())
 }
@@ -62,9 +63,9 @@ func TestExplainKubeProxyCascade(t *testing.T) {
 // An established connection is pinned: it has a single outcome.
 func TestExplainEstablishedIsPinned(t *testing.T) {
 	h := testHost(t, kubeServiceRules(5), HostConfig{Seed: 1})
-	first := h.Receive("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN))
+	first := h.Receive("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN))
 	require.Equal(t, Forwarded, first.Disposition)
-	out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, ACK))
+	out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.ACK))
 	require.NoError(t, err)
 	require.Len(t, out, 1)
 	assert.Equal(t, "1/1", out[0].Probability.String())
@@ -73,7 +74,7 @@ func TestExplainEstablishedIsPinned(t *testing.T) {
 
 func TestExplainNthIsReadFromState(t *testing.T) {
 	h := testHost(t, "*filter\n-A INPUT -p udp -m statistic --mode nth --every 3 --packet 1 -j DROP\nCOMMIT\n", HostConfig{})
-	udp := Packet{Proto: ProtoUDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("192.168.10.1"), SrcPort: 1, DstPort: 7, TTL: 64, Length: 28}
+	udp := Packet{Proto: inet.UDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("192.168.10.1"), SrcPort: 1, DstPort: 7, TTL: 64, Length: 28}
 	var got []Disposition
 	for i := 0; i < 6; i++ {
 		out, err := h.Explain("eth0", udp)
@@ -93,7 +94,7 @@ func BenchmarkExplain1000Endpoints(b *testing.B) {
 	if err := h.Restore(IPv4, []byte(kubeServiceRules(1000)), RestoreOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	p := tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN)
+	p := tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN)
 	for b.Loop() {
 		if _, err := h.Explain("eth0", p); err != nil {
 			b.Fatal(err)
@@ -106,13 +107,13 @@ func BenchmarkExplain1000Endpoints(b *testing.B) {
 // distribution. The seed is fixed, so the test is deterministic.
 func TestExplainMatchesSampling(t *testing.T) {
 	h := testHost(t, kubeServiceRules(5), HostConfig{Seed: 42})
-	out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN))
+	out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN))
 	require.NoError(t, err)
 	require.Len(t, out, 5)
 	const n = 20000
 	counts := map[netip.Addr]float64{}
 	for i := 0; i < n; i++ {
-		p := tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN)
+		p := tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN)
 		p.SrcPort = uint16(1024 + i)
 		counts[h.Receive("eth0", p).Packet.Dst]++
 	}

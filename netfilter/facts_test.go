@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
@@ -51,25 +52,25 @@ func genFactsPacket() *rapid.Generator[Packet] {
 	return rapid.Custom(func(t *rapid.T) Packet {
 		p := Packet{
 			Family: IPv4,
-			Proto:  rapid.SampledFrom([]uint8{ProtoTCP, ProtoUDP, ProtoICMP, ProtoSCTP, 47}).Draw(t, "proto"),
+			Proto:  rapid.SampledFrom([]inet.Proto{inet.TCP, inet.UDP, inet.ICMP, inet.SCTP, 47}).Draw(t, "proto"),
 			Src:    netip.AddrFrom4([4]byte{10, 0, 0, rapid.Byte().Draw(t, "src")}),
 			Dst:    netip.AddrFrom4([4]byte{10, 0, 1, rapid.Byte().Draw(t, "dst")}),
 			Length: rapid.IntRange(20, 1500).Draw(t, "len"),
 		}
 		p.SrcPort, p.DstPort = rapid.Uint16().Draw(t, "sport"), rapid.Uint16().Draw(t, "dport")
 		switch p.Proto {
-		case ProtoTCP:
-			p.TCPFlags = TCPFlags(rapid.Uint8().Draw(t, "flags"))
+		case inet.TCP:
+			p.TCPFlags = inet.TCPFlags(rapid.Uint8().Draw(t, "flags"))
 			p.Seq, p.Ack = rapid.Uint32().Draw(t, "seq"), rapid.Uint32().Draw(t, "ack")
 			p.Window = rapid.Uint16().Draw(t, "win")
 			if rapid.Bool().Draw(t, "wscale") {
 				p.SetTCPOption(3)
 				p.WScale = rapid.Uint8Range(0, 14).Draw(t, "shift")
 			}
-		case ProtoICMP:
+		case inet.ICMP:
 			p.ICMPType = rapid.SampledFrom([]uint8{0, 3, 8, 11}).Draw(t, "type")
 			p.ICMPID = rapid.Uint16().Draw(t, "id")
-			p.Inner = InnerHeader{Proto: ProtoUDP, Src: p.Dst, Dst: p.Src, SrcPort: 53, DstPort: 4000}
+			p.Inner = InnerHeader{Proto: inet.UDP, Src: p.Dst, Dst: p.Src, SrcPort: 53, DstPort: 4000}
 		}
 		return p
 	})

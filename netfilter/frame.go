@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Frame errors wrapped by *FrameError; test them with errors.Is.
@@ -77,7 +79,7 @@ type Decoder struct {
 	off      int
 	l3, l4   int // -1 when absent
 	l3end    int // end of the IP packet (IP total length)
-	l4proto  uint8
+	l4proto  inet.Proto
 	inner    int // start of the IP header quoted by an ICMP error, or -1
 	innerHL  int // its header length
 	innerEnd int
@@ -215,7 +217,7 @@ func (l *ethLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 	switch l.EthernetType {
 	case layers.EthernetTypeIPv4, layers.EthernetTypeIPv6:
 	default:
-		return &FrameError{Offset: 12, Layer: "Ethernet", Err: fmt.Errorf("%w: EtherType 0x%04x (%v), want IPv4 or IPv6", ErrUnsupported, uint16(l.EthernetType), l.EthernetType)}
+		return &FrameError{Offset: 12, Layer: "Ethernet", Err: fmt.Errorf("%w: EtherType 0x%04x (%v), want IPv4 or IPv6", ErrNotModelled, uint16(l.EthernetType), l.EthernetType)}
 	}
 	p := &l.d.pkt
 	copy(p.SrcMAC[:], data[6:12])
@@ -246,27 +248,27 @@ func (l *ip4Layer) NextLayerType() gopacket.LayerType {
 	if l.FragOffset != 0 {
 		return gopacket.LayerTypeFragment
 	}
-	return nextType(IPv4, uint8(l.Protocol))
+	return nextType(IPv4, inet.Proto(l.Protocol))
 }
 
 func (l *ip6Layer) NextLayerType() gopacket.LayerType {
 	if l.HopByHop != nil {
-		return nextType(IPv6, uint8(l.HopByHop.NextHeader))
+		return nextType(IPv6, inet.Proto(l.HopByHop.NextHeader))
 	}
-	return nextType(IPv6, uint8(l.NextHeader))
+	return nextType(IPv6, inet.Proto(l.NextHeader))
 }
 
 // nextType is the layer that decodes protocol proto after an IP header of
 // family f; any other protocol ends the walk (gopacket.LayerTypePayload
 // has no decoder here).
-func nextType(f Family, proto uint8) gopacket.LayerType {
+func nextType(f Family, proto inet.Proto) gopacket.LayerType {
 	switch proto {
-	case ProtoTCP, ProtoUDP, ProtoSCTP:
-	case ProtoICMP:
+	case inet.TCP, inet.UDP, inet.SCTP:
+	case inet.ICMP:
 		if f != IPv4 {
 			return gopacket.LayerTypePayload
 		}
-	case ProtoICMPv6, 43, 44, 51, 60: // ICMPv6 and the IPv6 extension headers
+	case inet.ICMPv6, 43, 44, 51, 60: // ICMPv6 and the IPv6 extension headers
 		if f != IPv6 {
 			return gopacket.LayerTypePayload
 		}
@@ -306,7 +308,7 @@ func (l *ip4Layer) DecodeFromBytes(data []byte, _ gopacket.DecodeFeedback) error
 	l.Contents, l.Payload = data[:hl], data[hl:total]
 
 	p := &d.pkt
-	p.Family, p.Proto = IPv4, data[9]
+	p.Family, p.Proto = IPv4, inet.Proto(data[9])
 	p.Src = netip.AddrFrom4([4]byte(data[12:16]))
 	p.Dst = netip.AddrFrom4([4]byte(data[16:20]))
 	p.Length, p.TTL, p.TOS, p.ID, p.FragOffset = total, l.TTL, l.TOS, l.Id, l.FragOffset
@@ -341,7 +343,7 @@ func (l *ip6Layer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 		// Only a hop-by-hop header can carry the jumbo payload option;
 		// otherwise a zero payload length is an empty payload (next
 		// header 59, say).
-		return &FrameError{Offset: off + 4, Layer: "IPv6", Err: fmt.Errorf("%w: payload length 0 (jumbogram)", ErrUnsupported)}
+		return &FrameError{Offset: off + 4, Layer: "IPv6", Err: fmt.Errorf("%w: payload length 0 (jumbogram)", ErrNotModelled)}
 	}
 	if len(data) < 40+plen {
 		return truncated(off, "IPv6", 40+plen, len(data))
@@ -365,9 +367,9 @@ func (l *ip6Layer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 		next = uint8(l.HopByHop.NextHeader)
 		d.off += l.hbhLen(data)
 	}
-	p.Proto = next
+	p.Proto = inet.Proto(next)
 	p.IPHeaderLen = uint16(d.off - off)
-	d.l3, d.l3end, d.l4proto, d.l4 = off, off+40+plen, next, d.off
+	d.l3, d.l3end, d.l4proto, d.l4 = off, off+40+plen, p.Proto, d.off
 	return nil
 }
 
@@ -395,14 +397,14 @@ func (l *extLayer) NextLayerType() gopacket.LayerType {
 	if l.fragment {
 		return gopacket.LayerTypeFragment
 	}
-	return nextType(IPv6, l.next)
+	return nextType(IPv6, inet.Proto(l.next))
 }
 
 func (l *extLayer) LayerType() gopacket.LayerType { return layers.LayerTypeIPv6Destination }
 
 func (l *extLayer) DecodeFromBytes(data []byte, _ gopacket.DecodeFeedback) error {
 	d, off, kind := l.d, l.d.off, l.d.l4proto
-	name := func() string { return "IPv6 extension header " + extName(kind) }
+	name := func() string { return "IPv6 extension header " + extName(uint8(kind)) }
 	if len(data) < 8 {
 		return truncated(off, name(), 8, len(data))
 	}
@@ -419,7 +421,8 @@ func (l *extLayer) DecodeFromBytes(data []byte, _ gopacket.DecodeFeedback) error
 	}
 	l.Contents, l.Payload = data[:n], data[n:]
 	l.next, l.fragment = data[0], false
-	d.pkt.Proto, d.l4proto = l.next, l.next
+	d.pkt.Proto = inet.Proto(l.next)
+	d.l4proto = d.pkt.Proto
 	d.off = off + n
 	d.l4 = d.off
 	d.pkt.IPHeaderLen = uint16(d.off - d.l3)
@@ -468,7 +471,7 @@ func (l *tcpLayer) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) erro
 	_ = l.TCP.DecodeFromBytes(data, df) // fixed fields are set; option errors do not matter here
 	p := &l.d.pkt
 	p.SrcPort, p.DstPort = uint16(l.SrcPort), uint16(l.DstPort)
-	p.TCPFlags = TCPFlags(data[13])
+	p.TCPFlags = inet.TCPFlags(data[13])
 	p.Seq, p.Ack = binary.BigEndian.Uint32(data[4:8]), binary.BigEndian.Uint32(data[8:12])
 	p.Window, p.TCPHeaderLen = binary.BigEndian.Uint16(data[14:16]), uint8(doff)
 	opts := data[20:doff]
@@ -640,11 +643,11 @@ func (d *Decoder) decodeInner(off int, b []byte) {
 		if len(b) < hl {
 			return
 		}
-		in.Proto = b[9]
+		in.Proto = inet.Proto(b[9])
 		in.Src, in.Dst = netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
 	case d.pkt.Family == IPv6 && len(b) >= 40 && b[0]>>4 == 6:
 		hl = 40
-		in.Proto = b[6]
+		in.Proto = inet.Proto(b[6])
 		in.Src, in.Dst = netip.AddrFrom16([16]byte(b[8:24])), netip.AddrFrom16([16]byte(b[24:40]))
 	default:
 		return
@@ -652,9 +655,9 @@ func (d *Decoder) decodeInner(off int, b []byte) {
 	d.inner, d.innerHL, d.innerEnd = off, hl, off+len(b)
 	l4 := b[hl:]
 	switch {
-	case hasPorts(in.Proto) && len(l4) >= 4:
+	case in.Proto.HasPorts() && len(l4) >= 4:
 		in.SrcPort, in.DstPort = binary.BigEndian.Uint16(l4[0:2]), binary.BigEndian.Uint16(l4[2:4])
-	case (in.Proto == ProtoICMP || in.Proto == ProtoICMPv6) && len(l4) >= 8:
+	case (in.Proto == inet.ICMP || in.Proto == inet.ICMPv6) && len(l4) >= 8:
 		in.ICMPType, in.ICMPCode = l4[0], l4[1]
 		in.ICMPID = binary.BigEndian.Uint16(l4[4:6])
 	}

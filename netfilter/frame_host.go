@@ -1,5 +1,7 @@
 package netfilter
 
+import "github.com/packetwalk/packetwalk/inet"
+
 // FrameHost runs frames, rather than Packets, through a Host: it decodes
 // each frame, walks it, and writes what leaves as frames again. Its
 // buffers are reused, so a FrameResult's frames are valid until the next
@@ -155,7 +157,7 @@ func (f *FrameHost) finish(frame []byte, res Result) (FrameResult, error) {
 		if err != nil {
 			return fr, err
 		}
-		if e.Proto == ProtoTCP {
+		if e.Proto == inet.TCP {
 			// The reset's numbers as written into the frame, from the
 			// bytes of the segment it answers.
 			res.Emitted[i].Seq, res.Emitted[i].Ack = f.dec.resetSeq, f.dec.resetAck

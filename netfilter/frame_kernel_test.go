@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
@@ -166,7 +167,7 @@ func compareLeaving(t *testing.T, what string, obs kerneltest.Observation, res F
 		} else {
 			assert.True(t, ipv4HeaderChecksumOK(k[14:]), "%s #%d: kernel IP header checksum", what, i+1)
 			k, o = maskGenerated(k), maskGenerated(o)
-			if k[14+9] == ProtoTCP {
+			if inet.Proto(k[14+9]) == inet.TCP {
 				ck := 14 + 20 + 16
 				assert.Equal(t, tcpPseudoSum(k[14:]), binary.BigEndian.Uint16(k[ck:]), "%s #%d: the kernel's reset checksum is the CHECKSUM_PARTIAL pseudo-header sum", what, i+1)
 				assert.Equal(t, uint16(0xffff), tcpSum(o[14:]), "%s #%d: FrameHost's reset has a complete TCP checksum", what, i+1)
@@ -216,7 +217,7 @@ func fold(sum uint32, b []byte) uint32 {
 func tcpPseudoSum(ip []byte) uint16 {
 	hl := int(ip[0]&0x0f) * 4
 	n := int(binary.BigEndian.Uint16(ip[2:4])) - hl
-	return uint16(fold(uint32(n)+uint32(ProtoTCP), ip[12:20]))
+	return uint16(fold(uint32(n)+uint32(inet.TCP), ip[12:20]))
 }
 
 // tcpSum is the folded sum over pseudo-header and segment: 0xffff when

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -63,11 +64,11 @@ func TestDecodeIPv6HeaderLenWithExtensions(t *testing.T) {
 	dst := []byte{6, 0, 1, 4, 0, 0, 0, 0}
 	tcp := make([]byte, 20)
 	binary.BigEndian.PutUint32(tcp[4:], 42)
-	tcp[12], tcp[13] = 5<<4, byte(SYN)
+	tcp[12], tcp[13] = 5<<4, byte(inet.SYN)
 	f := mkFrame(t, eth6(), ip6("fd00::2", "fd00::1", 0), gopacket.Payload(append(append(hbh, dst...), tcp...)))
 	p, err := NewDecoder().Decode(f)
 	require.NoError(t, err)
-	assert.Equal(t, uint8(ProtoTCP), p.Proto)
+	assert.Equal(t, inet.TCP, p.Proto)
 	assert.Equal(t, uint16(56), p.IPHeaderLen)
 	assert.Equal(t, uint8(20), p.TCPHeaderLen)
 	assert.Equal(t, uint32(42), p.Seq)

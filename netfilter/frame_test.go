@@ -12,6 +12,8 @@ import (
 	"github.com/google/gopacket/layers"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 var (
@@ -110,34 +112,34 @@ func sampleFrames(t testing.TB) []sampleFrame {
 	with := func(p Packet, f func(*Packet)) Packet { f(&p); return p }
 	return []sampleFrame{
 		{"tcp syn with options", tcpSYN, false, with(base4, func(p *Packet) {
-			p.Proto, p.SrcPort, p.DstPort, p.TCPFlags, p.Length, p.TCPOptions = ProtoTCP, 40001, 80, SYN, 20+32+5, tcpOpts
+			p.Proto, p.SrcPort, p.DstPort, p.TCPFlags, p.Length, p.TCPOptions = inet.TCP, 40001, 80, inet.SYN, 20+32+5, tcpOpts
 			p.Seq, p.Window, p.WScale, p.TCPHeaderLen, p.MSS = 1000, 64240, 7, 32, 1460
 		})},
 		{"raw ipv4 tcp", rawTCP, true, with(base4, func(p *Packet) {
-			p.Proto, p.SrcPort, p.DstPort, p.TCPFlags, p.Length, p.TCPOptions = ProtoTCP, 40001, 80, SYN, 20+32+5, tcpOpts
+			p.Proto, p.SrcPort, p.DstPort, p.TCPFlags, p.Length, p.TCPOptions = inet.TCP, 40001, 80, inet.SYN, 20+32+5, tcpOpts
 			p.Seq, p.Window, p.WScale, p.TCPHeaderLen, p.MSS = 1000, 64240, 7, 32, 1460
 			p.SrcMAC, p.HasMAC, p.PktType = [6]byte{}, false, PktAuto
 		})},
-		{"udp ipv6", udp6, false, Packet{Family: IPv6, Proto: ProtoUDP, Src: a("fd00::2"), Dst: a("fd00::1"), SrcPort: 5353, DstPort: 53,
+		{"udp ipv6", udp6, false, Packet{Family: IPv6, Proto: inet.UDP, Src: a("fd00::2"), Dst: a("fd00::1"), SrcPort: 5353, DstPort: 53,
 			Length: 40 + 9, IPHeaderLen: 40, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast, IPv6Exts: ExtProto}},
-		{"icmp echo", echo4, false, with(base4, func(p *Packet) { p.Proto, p.ICMPType, p.ICMPID, p.Length = ProtoICMP, 8, 77, 20+8+4 })},
-		{"icmpv6 echo", echo6, false, Packet{Family: IPv6, Proto: ProtoICMPv6, Src: a("fd00::2"), Dst: a("fd00::1"), ICMPType: 128, ICMPID: 9,
+		{"icmp echo", echo4, false, with(base4, func(p *Packet) { p.Proto, p.ICMPType, p.ICMPID, p.Length = inet.ICMP, 8, 77, 20+8+4 })},
+		{"icmpv6 echo", echo6, false, Packet{Family: IPv6, Proto: inet.ICMPv6, Src: a("fd00::2"), Dst: a("fd00::1"), ICMPType: 128, ICMPID: 9,
 			Length: 40 + 9, IPHeaderLen: 40, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast, IPv6Exts: ExtProto}},
 		{"sctp init", sctp, false, with(base4, func(p *Packet) {
-			p.Proto, p.SrcPort, p.DstPort, p.Length = ProtoSCTP, 3000, 3868, 20+12+24
+			p.Proto, p.SrcPort, p.DstPort, p.Length = inet.SCTP, 3000, 3868, 20+12+24
 			p.SCTPChunks[0], p.SCTPChunks[1], p.NumSCTPChunks = SCTPChunk{Type: 1}, SCTPChunk{Type: 2}, 2
 		})},
 		{"icmp error quoting udp", unreach, false, with(base4, func(p *Packet) {
-			p.Src, p.Dst, p.Proto, p.ICMPType, p.ICMPCode, p.Length = a("10.244.1.1"), a("10.244.1.5"), ProtoICMP, 3, 3, 20+8+31
-			p.Inner = InnerHeader{Proto: ProtoUDP, Src: a("10.244.1.5"), Dst: a("192.168.10.2"), SrcPort: 53, DstPort: 5353}
+			p.Src, p.Dst, p.Proto, p.ICMPType, p.ICMPCode, p.Length = a("10.244.1.1"), a("10.244.1.5"), inet.ICMP, 3, 3, 20+8+31
+			p.Inner = InnerHeader{Proto: inet.UDP, Src: a("10.244.1.5"), Dst: a("192.168.10.2"), SrcPort: 53, DstPort: 5353}
 		})},
-		{"ipv4 options skipped", withOpt, false, with(base4, func(p *Packet) { p.Proto, p.SrcPort, p.DstPort, p.Length, p.IPHeaderLen = ProtoUDP, 1, 2, 24+8, 24 })},
-		{"non-first fragment", fragment, false, with(base4, func(p *Packet) { p.Proto, p.FragOffset, p.Length = ProtoUDP, 185, 20+16 })},
-		{"ipv6 non-first fragment", frag6, false, Packet{Family: IPv6, Proto: ProtoUDP, Src: a("fd00::2"), Dst: a("fd00::1"), FragOffset: 185,
+		{"ipv4 options skipped", withOpt, false, with(base4, func(p *Packet) { p.Proto, p.SrcPort, p.DstPort, p.Length, p.IPHeaderLen = inet.UDP, 1, 2, 24+8, 24 })},
+		{"non-first fragment", fragment, false, with(base4, func(p *Packet) { p.Proto, p.FragOffset, p.Length = inet.UDP, 185, 20+16 })},
+		{"ipv6 non-first fragment", frag6, false, Packet{Family: IPv6, Proto: inet.UDP, Src: a("fd00::2"), Dst: a("fd00::1"), FragOffset: 185,
 			IPv6Exts: ExtFragment | ExtProto, FragID: 1,
 			Length: 40 + 16, IPHeaderLen: 48, TTL: 63, TOS: 0x20, SrcMAC: [6]byte(macA), HasMAC: true, PktType: PktUnicast}},
 		{"broadcast", bcast, false, with(base4, func(p *Packet) {
-			p.Dst, p.Proto, p.SrcPort, p.DstPort, p.Length, p.PktType = a("192.168.10.255"), ProtoUDP, 68, 67, 28, PktBroadcast
+			p.Dst, p.Proto, p.SrcPort, p.DstPort, p.Length, p.PktType = a("192.168.10.255"), inet.UDP, 68, 67, 28, PktBroadcast
 		})},
 	}
 }
@@ -194,7 +196,7 @@ func TestDecodeErrors(t *testing.T) {
 		is    error
 	}{
 		{"arp", mod(func(b []byte) []byte { b[12], b[13] = 0x08, 0x06; return b }),
-			"frame byte 12: Ethernet: not modelled by packetwalk: EtherType 0x0806 (ARP), want IPv4 or IPv6", ErrUnsupported},
+			"frame byte 12: Ethernet: not modelled by packetwalk: EtherType 0x0806 (ARP), want IPv4 or IPv6", ErrNotModelled},
 		{"ihl 4", mod(func(b []byte) []byte { b[14] = 0x44; return b }),
 			"frame byte 14: IPv4: bad header: header length 16, want at least 20", ErrBadHeader},
 		{"version 6 in ipv4 ethertype", mod(func(b []byte) []byte { b[14] = 0x65; return b }),
@@ -261,10 +263,10 @@ func checkSums(t *testing.T, frame []byte) {
 		proto, l4 = ip[6], ip[40:40+plen]
 		pseudo = uint32(onesSum(ip[8:40], 0)) + uint32(proto) + uint32(len(l4))
 	}
-	switch proto {
-	case ProtoTCP, ProtoUDP, ProtoICMPv6:
+	switch inet.Proto(proto) {
+	case inet.TCP, inet.UDP, inet.ICMPv6:
 		assert.Equal(t, uint16(0xffff), onesSum(l4, pseudo), "transport checksum")
-	case ProtoICMP:
+	case inet.ICMP:
 		assert.Equal(t, uint16(0xffff), onesSum(l4, 0), "ICMP checksum")
 	}
 	// gopacket decodes it without error layers.
@@ -367,7 +369,7 @@ func TestFrameHostRelatedICMPError(t *testing.T) {
 	checkSums(t, r2.Frame)
 	if r2.Packet.Inner.Dst == a("10.96.0.10") {
 		// The host translated the quoted header back (RELATED NAT).
-		assert.Equal(t, InnerHeader{Proto: ProtoUDP, Src: a("192.168.10.2"), Dst: a("10.96.0.10"), SrcPort: 40002, DstPort: 53}, got.Inner)
+		assert.Equal(t, InnerHeader{Proto: inet.UDP, Src: a("192.168.10.2"), Dst: a("10.96.0.10"), SrcPort: 40002, DstPort: 53}, got.Inner)
 		inner := r2.Frame[14+20+8:]
 		assert.Equal(t, uint16(0xffff), onesSum(inner[:20], 0), "quoted IPv4 header checksum")
 	}
@@ -389,8 +391,8 @@ func TestFrameHostReject(t *testing.T) {
 		assert.Equal(t, []byte(macB), f[6:12])
 		p, err := d.Decode(f)
 		require.NoError(t, err)
-		assert.Equal(t, Packet{Family: IPv4, Proto: ProtoTCP, Src: a("10.244.1.9"), Dst: a("192.168.10.2"), SrcPort: 80, DstPort: 40001,
-			TCPFlags: RST | ACK, Length: 40, TTL: 64, SrcMAC: [6]byte(macB), HasMAC: true, PktType: PktUnicast,
+		assert.Equal(t, Packet{Family: IPv4, Proto: inet.TCP, Src: a("10.244.1.9"), Dst: a("192.168.10.2"), SrcPort: 80, DstPort: 40001,
+			TCPFlags: inet.RST | inet.ACK, Length: 40, TTL: 64, SrcMAC: [6]byte(macB), HasMAC: true, PktType: PktUnicast,
 			Ack: 1004, TCPHeaderLen: 20, IPHeaderLen: 20}, p)
 		assert.Equal(t, uint32(1004), res.Result.Emitted[0].Ack, "the emitted Packet carries the reset's numbers")
 		tcp := f[14+20:]
@@ -423,7 +425,7 @@ func TestFrameHostReject(t *testing.T) {
 		assert.Equal(t, uint8(3), p.ICMPType)
 		assert.Equal(t, uint8(3), p.ICMPCode)
 		assert.Equal(t, a("192.168.10.1"), p.Src, "from the address of the route back")
-		assert.Equal(t, InnerHeader{Proto: ProtoUDP, Src: a("192.168.10.2"), Dst: a("10.244.1.9"), SrcPort: 40002, DstPort: 53}, p.Inner)
+		assert.Equal(t, InnerHeader{Proto: inet.UDP, Src: a("192.168.10.2"), Dst: a("10.244.1.9"), SrcPort: 40002, DstPort: 53}, p.Inner)
 		quote := f[14+20+8:]
 		assert.Equal(t, udp[14+20:14+20+13], quote[20:], "the datagram is quoted whole (not the Ethernet padding)")
 		assert.Equal(t, byte(63), quote[8], "quoted with the TTL it had when dropped (forwarded)")
@@ -442,7 +444,7 @@ func TestFrameHostReject(t *testing.T) {
 		assert.Equal(t, uint8(1), p.ICMPType)
 		assert.Equal(t, uint8(4), p.ICMPCode)
 		assert.Equal(t, 40+8+len(udp)-14, p.Length)
-		assert.Equal(t, InnerHeader{Proto: ProtoUDP, Src: a("fd00::1:2"), Dst: a("fd00:244::9"), SrcPort: 40002, DstPort: 53}, p.Inner)
+		assert.Equal(t, InnerHeader{Proto: inet.UDP, Src: a("fd00::1:2"), Dst: a("fd00:244::9"), SrcPort: 40002, DstPort: 53}, p.Inner)
 		checkSums(t, f)
 	})
 }
@@ -527,7 +529,7 @@ func FuzzDecode(f *testing.F) {
 			if err != nil {
 				t.Fatalf("rewriting a decoded frame: %v", err)
 			}
-			if p.Proto != ProtoSCTP && !bytes.Equal(out, frame) {
+			if p.Proto != inet.SCTP && !bytes.Equal(out, frame) {
 				t.Fatalf("unchanged packet rewritten differently:\n% x\n% x", frame, out)
 			}
 		}

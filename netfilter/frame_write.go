@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // castagnoli is the CRC-32C table of the SCTP checksum (read-only).
@@ -40,7 +42,7 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 		return dst, err
 	}
 	if p.Family != o.Family || p.Proto != o.Proto {
-		return dst, fmt.Errorf("%w: rewriting a %v protocol %d packet as %v protocol %d", ErrUnsupported, o.Family, o.Proto, p.Family, p.Proto)
+		return dst, fmt.Errorf("%w: rewriting a %v protocol %d packet as %v protocol %d", ErrNotModelled, o.Family, o.Proto, p.Family, p.Proto)
 	}
 	if p.Src.Is4() != (p.Family == IPv4) || p.Dst.Is4() != (p.Family == IPv4) || !p.Src.IsValid() || !p.Dst.IsValid() {
 		return dst, fmt.Errorf("%w: addresses %v -> %v for %v", ErrBadValue, p.Src, p.Dst, p.Family)
@@ -57,9 +59,9 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 	}
 	if l4 >= 0 {
 		switch o.Proto {
-		case ProtoTCP:
+		case inet.TCP:
 			l4Ck, pseudo = l4+16, true
-		case ProtoUDP:
+		case inet.UDP:
 			l4Ck, pseudo = l4+6, true
 			if o.Family == IPv4 {
 				w.udpCk[0] = l4Ck // zero means "no checksum"
@@ -68,9 +70,9 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 			if d.l3end-l4 >= 12 {
 				l4Ck, pseudo = l4+6, true
 			}
-		case ProtoICMP:
+		case inet.ICMP:
 			l4Ck = l4 + 2
-		case ProtoICMPv6:
+		case inet.ICMPv6:
 			l4Ck, pseudo = l4+2, true
 		}
 	}
@@ -99,7 +101,7 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 	binary.BigEndian.PutUint16(ports[0:], p.SrcPort)
 	binary.BigEndian.PutUint16(ports[2:], p.DstPort)
 	switch o.Proto {
-	case ProtoTCP:
+	case inet.TCP:
 		w.set(l4, ports[:], l4Ck, -1)
 		// NAT leaves sequence numbers alone; a caller that changed them
 		// (a test, a sequence-adjusting helper) gets them written.
@@ -141,21 +143,21 @@ func (d *Decoder) rewrite(dst, orig []byte, p Packet, decode func([]byte) (Packe
 				}
 			}
 		}
-	case ProtoUDP:
+	case inet.UDP:
 		w.set(l4, ports[:], l4Ck, -1)
 	case 33:
 		// Ports are decoded from a full DCCP generic header only.
 		if d.l3end-l4 >= 12 {
 			w.set(l4, ports[:], l4Ck, -1)
 		}
-	case ProtoSCTP:
+	case inet.SCTP:
 		copy(w.b[l4:], ports[:])
 		if !d.fragmented() {
 			b := w.b[l4:d.l3end]
 			clear(b[8:12])
 			binary.LittleEndian.PutUint32(b[8:12], crc32.Checksum(b, castagnoli))
 		}
-	case ProtoICMP, ProtoICMPv6:
+	case inet.ICMP, inet.ICMPv6:
 		if o.ICMPID != p.ICMPID {
 			w.set(l4+4, binary.BigEndian.AppendUint16(ports[:0], p.ICMPID), l4Ck, -1)
 		}
@@ -186,23 +188,23 @@ func (d *Decoder) rewriteInner(w *rewriter, in InnerHeader, outerCk int) {
 	}
 	innerCk := -1
 	switch in.Proto {
-	case ProtoTCP:
+	case inet.TCP:
 		innerCk = l4 + 16
-	case ProtoUDP:
+	case inet.UDP:
 		innerCk = l4 + 6
 		if d.pkt.Family == IPv4 {
 			w.udpCk[1] = innerCk
 		}
-	case ProtoICMP:
+	case inet.ICMP:
 		innerCk = l4 + 2
-	case ProtoICMPv6:
+	case inet.ICMPv6:
 		innerCk = l4 + 2
 	}
 	if innerCk+2 > d.innerEnd {
 		innerCk = -1
 	}
 	pseudoCk := innerCk
-	if in.Proto == ProtoICMP {
+	if in.Proto == inet.ICMP {
 		pseudoCk = -1
 	}
 	// Each nested checksum's change is carried into the outer one.
@@ -225,11 +227,11 @@ func (d *Decoder) rewriteInner(w *rewriter, in InnerHeader, outerCk int) {
 	}
 	var v [4]byte
 	switch {
-	case hasPorts(in.Proto) && l4+4 <= d.innerEnd:
+	case in.Proto.HasPorts() && l4+4 <= d.innerEnd:
 		binary.BigEndian.PutUint16(v[0:], in.SrcPort)
 		binary.BigEndian.PutUint16(v[2:], in.DstPort)
 		w.set(l4, v[:], outerCk, innerCk)
-	case (in.Proto == ProtoICMP || in.Proto == ProtoICMPv6) && l4+8 <= d.innerEnd:
+	case (in.Proto == inet.ICMP || in.Proto == inet.ICMPv6) && l4+8 <= d.innerEnd:
 		binary.BigEndian.PutUint16(v[0:], in.ICMPID)
 		w.set(l4+4, v[:2], outerCk, innerCk)
 	}
@@ -248,14 +250,14 @@ func (d *Decoder) rewriteInner(w *rewriter, in InnerHeader, outerCk int) {
 // gets RST|ACK, sequence 0, acknowledging everything o occupied (payload,
 // SYN and FIN).
 func resetSeq(o *Packet) (ack bool, seq, ackNum uint32) {
-	if o.TCPFlags&ACK != 0 {
+	if o.TCPFlags&inet.ACK != 0 {
 		return false, o.Ack, 0
 	}
 	n := uint32(tcpSegmentLen(o))
-	if o.TCPFlags&SYN != 0 {
+	if o.TCPFlags&inet.SYN != 0 {
 		n++
 	}
-	if o.TCPFlags&FIN != 0 {
+	if o.TCPFlags&inet.FIN != 0 {
 		n++
 	}
 	return true, 0, o.Seq + n
@@ -442,7 +444,7 @@ func (d *Decoder) reply(dst, orig []byte, dropped, r Packet, eth bool) ([]byte, 
 	if r.Family == IPv4 {
 		s4, t4 := s16[12:], t16[12:]
 		ip4 = layers.IPv4{Version: 4, IHL: 5, TOS: r.TOS, TTL: r.TTL, Protocol: layers.IPProtocol(r.Proto), SrcIP: s4, DstIP: t4}
-		if r.Proto == ProtoTCP {
+		if r.Proto == inet.TCP {
 			ip4.Flags = layers.IPv4DontFragment
 		}
 		ls, nl = append(ls, &ip4), &ip4
@@ -454,8 +456,8 @@ func (d *Decoder) reply(dst, orig []byte, dropped, r Packet, eth bool) ([]byte, 
 	var icmp4 layers.ICMPv4
 	var icmp6 layers.ICMPv6
 	switch r.Proto {
-	case ProtoTCP:
-		if o.Proto != ProtoTCP || d.l4 < 0 {
+	case inet.TCP:
+		if o.Proto != inet.TCP || d.l4 < 0 {
 			return dst, fmt.Errorf("%w: a TCP reset answers a TCP segment", ErrBadValue)
 		}
 		tcp = layers.TCP{SrcPort: layers.TCPPort(r.SrcPort), DstPort: layers.TCPPort(r.DstPort), DataOffset: 5, RST: true}
@@ -465,13 +467,13 @@ func (d *Decoder) reply(dst, orig []byte, dropped, r Packet, eth bool) ([]byte, 
 			return dst, err
 		}
 		ls = append(ls, &tcp)
-	case ProtoICMP, ProtoICMPv6:
+	case inet.ICMP, inet.ICMPv6:
 		hdr := 8 + 20
 		if r.Family == IPv6 {
 			hdr = 8 + 40
 		}
 		quote := d.quote[:0]
-		if r.Proto == ProtoICMPv6 {
+		if r.Proto == inet.ICMPv6 {
 			quote = append(quote, 0, 0, 0, 0) // the unused word gopacket does not write
 		}
 		n := min(d.l3end-d.l3, max(r.Length-hdr, 0))
@@ -484,7 +486,7 @@ func (d *Decoder) reply(dst, orig []byte, dropped, r Packet, eth bool) ([]byte, 
 			q.b[7] = dropped.TTL
 		}
 		d.quote = quote
-		if r.Proto == ProtoICMP {
+		if r.Proto == inet.ICMP {
 			icmp4 = layers.ICMPv4{TypeCode: layers.CreateICMPv4TypeCode(r.ICMPType, r.ICMPCode)}
 			ls = append(ls, &icmp4)
 		} else {
@@ -496,7 +498,7 @@ func (d *Decoder) reply(dst, orig []byte, dropped, r Packet, eth bool) ([]byte, 
 		}
 		ls = append(ls, gopacket.Payload(quote))
 	default:
-		return dst, fmt.Errorf("%w: a reply of protocol %d", ErrUnsupported, r.Proto)
+		return dst, fmt.Errorf("%w: a reply of protocol %d", ErrNotModelled, r.Proto)
 	}
 	d.replyLayers = ls[:0]
 	if err := gopacket.SerializeLayers(d.buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {

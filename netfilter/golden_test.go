@@ -75,7 +75,7 @@ var iptablesTargetExtensions = []string{
 var sentinels = []error{
 	ErrUnknownTable, ErrUnknownMatch, ErrUnknownTarget, ErrUnknownOption, ErrBadValue, ErrNoSuchChain,
 	ErrChainExists, ErrChainInUse, ErrChainNotEmpty, ErrBuiltinChain, ErrLoop, ErrNotAllowed,
-	ErrNoSuchRule, ErrSyntax, ErrMissingArgument, ErrUnsupported, ErrMultipleFlags, ErrIncompatibleOpts,
+	ErrNoSuchRule, ErrSyntax, ErrMissingArgument, ErrNotModelled, ErrMultipleFlags, ErrIncompatibleOpts,
 	ErrTooDeep, ErrNoSuchSet, ErrNoSuchNFAcct,
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -100,7 +101,7 @@ var grammarMatchPackets = map[Family][]struct {
 func grammarPacket(f Family, src, dst string, sport, dport uint16) Packet {
 	// Family is explicit: packetwalk infers IPv4 for an IPv4-mapped
 	// destination.
-	return Packet{Family: f, Proto: ProtoUDP, Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst),
+	return Packet{Family: f, Proto: inet.UDP, Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst),
 		SrcPort: sport, DstPort: dport, TTL: 64, Length: 60}
 }
 

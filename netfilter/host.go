@@ -418,7 +418,7 @@ func (h *Host) Exec(line string) error {
 // dst_mtu): the route's own, else its device's; 0 when there is no route.
 func (h *Host) routeMTU(dst netip.Addr) int {
 	r := h.route(dst)
-	if r == nil || routeFailure(r) != "" {
+	if r == nil || routeFailure(r) != NoReason {
 		return 0
 	}
 	if r.MTU != 0 {

@@ -227,7 +227,7 @@ var lenientTargets = map[string]bool{
 // placeholderable reports whether a parse error is about a module that a
 // lenient restore may replace by a placeholder.
 func placeholderable(err error) bool {
-	return errors.Is(err, ErrUnknownMatch) || errors.Is(err, ErrUnknownTarget) || errors.Is(err, ErrUnsupported)
+	return errors.Is(err, ErrUnknownMatch) || errors.Is(err, ErrUnknownTarget) || errors.Is(err, ErrNotModelled)
 }
 
 // isRuleBoundary reports whether args[i] starts something other than a

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"errors"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func TestLenientOffRefuses(t *testing.T) {
 	var pe *ParseError
 	require.True(t, errors.As(err, &pe))
 	assert.Equal(t, 4, pe.Line)
-	assert.ErrorIs(t, err, ErrUnsupported)
+	assert.ErrorIs(t, err, ErrNotModelled)
 	_, err = ParseRestore(IPv4, []byte(lenientInput[strings.Index(lenientInput, "*filter"):]))
 	require.True(t, errors.As(err, &pe))
 	assert.Equal(t, 5, pe.Line)
@@ -80,13 +81,13 @@ func TestLenientNeverMatch(t *testing.T) {
 	h := lenientHost(t, LenientNeverMatch)
 	// SSH from 10/8: the frobnicate rule never matches, SYNPROXY never
 	// matches, nothing else does: the policy accepts.
-	res := h.Receive("eth0", TCP(netip.MustParseAddrPort("10.1.1.1:1000"), netip.MustParseAddrPort("192.0.2.1:22"), SYN))
-	assert.Equal(t, "POLICY:ACCEPT", res.Where.Action)
+	res := h.Receive("eth0", TCP(netip.MustParseAddrPort("10.1.1.1:1000"), netip.MustParseAddrPort("192.0.2.1:22"), inet.SYN))
+	assert.Equal(t, Action{Kind: ActionPolicyAccept}, res.Where.Action)
 	r := h.Ruleset(IPv4).Table(Filter).Chain("INPUT").Rules
 	assert.Zero(t, r[0].Counters.Packets)
 	assert.Zero(t, r[1].Counters.Packets)
 	// Port 80 still meets the DROP after the placeholders.
-	res = h.Receive("eth0", TCP(netip.MustParseAddrPort("10.1.1.1:1000"), netip.MustParseAddrPort("192.0.2.1:80"), SYN))
+	res = h.Receive("eth0", TCP(netip.MustParseAddrPort("10.1.1.1:1000"), netip.MustParseAddrPort("192.0.2.1:80"), inet.SYN))
 	assert.Equal(t, VerdictDrop, res.Verdict)
 	assert.Equal(t, 3, res.Where.Rule)
 	assert.False(t, res.Where.Placeholder)
@@ -94,13 +95,13 @@ func TestLenientNeverMatch(t *testing.T) {
 
 func TestLenientAlwaysMatch(t *testing.T) {
 	h := lenientHost(t, LenientAlwaysMatch)
-	res := h.Receive("eth0", TCP(netip.MustParseAddrPort("10.1.1.1:1000"), netip.MustParseAddrPort("192.0.2.1:22"), SYN))
+	res := h.Receive("eth0", TCP(netip.MustParseAddrPort("10.1.1.1:1000"), netip.MustParseAddrPort("192.0.2.1:22"), inet.SYN))
 	assert.Equal(t, VerdictAccept, res.Verdict)
 	assert.Equal(t, 1, res.Where.Rule)
 	assert.True(t, res.Where.Placeholder, "the deciding rule is a placeholder")
 	// Port 80: rule 1's --dport 22 fails; SYNPROXY matches and does
 	// nothing (counted, marked in the trace); the DROP decides.
-	res = h.Receive("eth0", TCP(netip.MustParseAddrPort("10.1.1.1:1000"), netip.MustParseAddrPort("192.0.2.1:80"), SYN))
+	res = h.Receive("eth0", TCP(netip.MustParseAddrPort("10.1.1.1:1000"), netip.MustParseAddrPort("192.0.2.1:80"), inet.SYN))
 	assert.Equal(t, VerdictDrop, res.Verdict)
 	marked := 0
 	for _, s := range res.Trace {

@@ -122,7 +122,7 @@ func (rs *Ruleset) appendListRule(b []byte, num int, r *Rule, opt ListOptions) [
 	if opt.Numeric {
 		b = strconv.AppendUint(b, uint64(ip.Proto), 10)
 	} else {
-		b = append(b, protoName(ip.Proto)...)
+		b = append(b, ip.Proto.String()...)
 	}
 	b = padRight(b, start, 4) // "%-4s ": a long name still gets its space
 	b = append(b, ' ')

@@ -15,6 +15,10 @@ import (
 // length in bytes (as the
 // kernel's ip6t_ah computes it from the length field, Packet.AHLen) and
 // --ahres requires its reserved field to be 0.
+//
+// Build it by parsing a rule (Ruleset.Exec, Restore): the family it
+// tests (which header it reads) is unexported state the parser sets, and
+// a value built in Go reads the IPv4 AH header whatever the rule's family.
 type AHMatch struct {
 	SPIs     SPIRange
 	InvSPI   bool

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,7 +25,7 @@ func matchBenchHost(tb testing.TB) *Host {
 
 // benchPacket is a UDP packet from a known Ethernet source.
 func benchPacket(h *Host) Result {
-	return h.Receive("eth0", Packet{Src: a4("10.1.0.9"), Dst: a4("10.1.0.2"), Proto: ProtoUDP, SrcPort: 1000, DstPort: 7,
+	return h.Receive("eth0", Packet{Src: a4("10.1.0.9"), Dst: a4("10.1.0.2"), Proto: inet.UDP, SrcPort: 1000, DstPort: 7,
 		TTL: 64, Length: 29, HasMAC: true, SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}})
 }
 

@@ -37,7 +37,7 @@ type bpfBuilder struct {
 
 func (b *bpfBuilder) set(_ *ruleCtx, opt string, _ bool, args []string) error {
 	if opt == "object-pinned" {
-		return fmt.Errorf("%w: bpf --object-pinned (a pinned eBPF program is outside the model)", ErrUnsupported)
+		return fmt.Errorf("%w: bpf --object-pinned (a pinned eBPF program is outside the model)", ErrNotModelled)
 	}
 	if b.given {
 		return fmt.Errorf("%w: bpf: --bytecode given twice", ErrMultipleFlags)

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
 
@@ -179,7 +180,7 @@ func (m *ConnlimitMatch) match(c *evalCtx) bool {
 			// it for the jiffy it may take to be confirmed.
 			kept = append(kept, x)
 		case !ok:
-		case e.Original.Proto == ProtoTCP && (e.TCPState == conntrack.TCPTimeWait || e.TCPState == conntrack.TCPClose):
+		case e.Original.Proto == inet.TCP && (e.TCPState == conntrack.TCPTimeWait || e.TCPState == conntrack.TCPClose):
 		default:
 			kept = append(kept, x)
 		}

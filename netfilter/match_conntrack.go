@@ -8,32 +8,50 @@ import (
 	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 )
 
-// CTState is a set of connection-tracking states as -m conntrack --ctstate
-// and -m state --state test them.
-type CTState uint16
+// CTStates is the set of states a --ctstate or --state option lists: a bit
+// for each conntrack.State (CTStatesOf) and, for --ctstate, the virtual
+// states SNAT and DNAT of a connection translated that way (NATStates).
+// The states themselves are conntrack's; this is only the match's set.
+type CTStates uint16
 
-// Connection-tracking states. SNAT and DNAT are set when the connection's
-// addresses are translated in that direction.
-const (
-	CTInvalid CTState = 1 << iota
-	CTNew
-	CTRelated
-	CTEstablished
-	CTUntracked
-	CTSNAT
-	CTDNAT
-)
+// CTStatesOf returns the set of the given states.
+func CTStatesOf(states ...conntrack.State) CTStates {
+	var s CTStates
+	for _, st := range states {
+		s |= stateBit(st)
+	}
+	return s
+}
 
+// NATStates returns the set of --ctstate's virtual states SNAT and DNAT for
+// the given kinds of translation.
+func NATStates(kinds ...conntrack.NATKind) CTStates {
+	var s CTStates
+	for _, k := range kinds {
+		s |= natStateBit(k)
+	}
+	return s
+}
+
+func stateBit(s conntrack.State) CTStates      { return 1 << s }
+func natStateBit(k conntrack.NATKind) CTStates { return 1 << (5 + CTStates(k)) }
+
+// ctNATStates are the virtual states; every real state's bit is below them.
+const ctNATStates = CTStates(1<<5 | 1<<6)
+
+// ctStateNames lists the states in the order iptables prints them.
 var ctStateNames = []struct {
-	s    CTState
+	s    CTStates
 	name string
-}{{CTInvalid, "INVALID"}, {CTNew, "NEW"}, {CTRelated, "RELATED"}, {CTEstablished, "ESTABLISHED"},
-	{CTUntracked, "UNTRACKED"}, {CTSNAT, "SNAT"}, {CTDNAT, "DNAT"}}
+}{{stateBit(conntrack.StateInvalid), "INVALID"}, {stateBit(conntrack.StateNew), "NEW"},
+	{stateBit(conntrack.StateRelated), "RELATED"}, {stateBit(conntrack.StateEstablished), "ESTABLISHED"},
+	{stateBit(conntrack.StateUntracked), "UNTRACKED"}, {natStateBit(conntrack.SNAT), "SNAT"}, {natStateBit(conntrack.DNAT), "DNAT"}}
 
 // String returns the states comma-separated in iptables' order.
-func (s CTState) String() string {
+func (s CTStates) String() string {
 	var parts []string
 	for _, n := range ctStateNames {
 		if s&n.s != 0 {
@@ -46,12 +64,12 @@ func (s CTState) String() string {
 // parseCTState parses --state and --ctstate lists. As libxt_conntrack
 // does, each comma-separated word may be any prefix of a state's name, in
 // any case ("e,r" is ESTABLISHED,RELATED); an empty word is refused.
-func parseCTState(s string, withNAT bool) (CTState, bool) {
-	var st CTState
+func parseCTState(s string, withNAT bool) (CTStates, bool) {
+	var st CTStates
 	for _, part := range strings.Split(s, ",") {
 		found := false
 		for _, n := range ctStateNames {
-			if (withNAT || n.s < CTSNAT) && isNamePrefix(part, n.name) {
+			if (withNAT || n.s&ctNATStates == 0) && isNamePrefix(part, n.name) {
 				st |= n.s
 				found = true
 				break
@@ -71,22 +89,12 @@ func isNamePrefix(word, name string) bool {
 	return word != "" && len(word) <= len(name) && strings.EqualFold(word, name[:len(word)])
 }
 
-// CTStatus is the kernel's connection status bits (IPS_*) that
-// --ctstatus tests.
-type CTStatus uint32
-
-// Status bits --ctstatus names.
-const (
-	CTStatusExpected  CTStatus = 1 << 0
-	CTStatusSeenReply CTStatus = 1 << 1
-	CTStatusAssured   CTStatus = 1 << 2
-	CTStatusConfirmed CTStatus = 1 << 3
-)
-
+// ctStatusNames are the conntrack.Status bits --ctstatus names, in
+// iptables' order.
 var ctStatusNames = []struct {
-	s    CTStatus
+	s    conntrack.Status
 	name string
-}{{CTStatusExpected, "EXPECTED"}, {CTStatusSeenReply, "SEEN_REPLY"}, {CTStatusAssured, "ASSURED"}, {CTStatusConfirmed, "CONFIRMED"}}
+}{{conntrack.StatusExpected, "EXPECTED"}, {conntrack.StatusSeenReply, "SEEN_REPLY"}, {conntrack.StatusAssured, "ASSURED"}, {conntrack.StatusConfirmed, "CONFIRMED"}}
 
 // ctInfo is what the conntrack matches read about the packet's connection;
 // the host fills it at the conntrack hook.
@@ -96,21 +104,25 @@ type ctInfo struct {
 	tracked   bool // the packet has a connection (ct != NULL)
 	untracked bool // NOTRACK / CT --notrack
 	tmpl      bool // a CT template (CT --zone...): zero tuples, no timeout
-	state     CTState
-	status    CTStatus
+	state     CTStates
+	status    conntrack.Status
 	reply     bool // the packet travels in the reply direction
 	mark      uint32
 }
 
 // ConntrackMatch is "-m conntrack". Fields left zero are not tested.
+//
+// Build it by parsing a rule (Ruleset.Exec, Restore): which tests are
+// given and which are inverted is unexported state the parser sets, so a
+// value built in Go tests nothing and matches every packet.
 type ConntrackMatch struct {
-	State                    CTState
-	Proto                    uint8
+	State                    CTStates
+	Proto                    inet.Proto
 	OrigSrc, OrigDst         netip.Prefix
 	ReplSrc, ReplDst         netip.Prefix
 	OrigSrcPort, OrigDstPort PortRange
 	ReplSrcPort, ReplDstPort PortRange
-	Status                   CTStatus
+	Status                   conntrack.Status
 	ExpireLo, ExpireHi       uint32
 	Direction                string // "ORIGINAL" or "REPLY"
 	flags, inv               uint16 // which tests are set and inverted
@@ -142,7 +154,7 @@ var ctOptOrder = []struct {
 
 // StateMatch is "-m state --state".
 type StateMatch struct {
-	State  CTState
+	State  CTStates
 	Invert bool
 }
 
@@ -197,7 +209,7 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 	case "ctproto":
 		// iptables 1.8.9 takes protocol 0 ("all", "0"): it prints
 		// "--ctproto 0" and the rule matches no connection.
-		p, ok := parseProto(strings.ToLower(v))
+		p, ok := inet.ParseProto(strings.ToLower(v))
 		if !ok {
 			return bad("a protocol name or number")
 		}
@@ -221,7 +233,7 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 			return err
 		}
 		if mask.IsValid() {
-			return fmt.Errorf("%w: conntrack --%s with a non-contiguous mask %q", ErrUnsupported, opt, v)
+			return fmt.Errorf("%w: conntrack --%s with a non-contiguous mask %q", ErrNotModelled, opt, v)
 		}
 		// The match keeps the address as given, host bits included, and
 		// iptables prints it so ("--ctorigdst 10.1.2.3/8"); the test masks
@@ -471,12 +483,12 @@ func (m *ConntrackMatch) match(c *evalCtx) bool {
 }
 
 // ctStateOf is the state bit set of the packet, NAT bits included.
-func ctStateOf(ct *ctInfo) CTState {
+func ctStateOf(ct *ctInfo) CTStates {
 	switch {
 	case ct.untracked:
-		return CTUntracked
+		return stateBit(conntrack.StateUntracked)
 	case !ct.tracked:
-		return CTInvalid
+		return stateBit(conntrack.StateInvalid)
 	}
 	return ct.state
 }
@@ -510,7 +522,7 @@ func (m *StateMatch) appendList(b []byte, _ bool) []byte {
 }
 
 func (m *StateMatch) match(c *evalCtx) bool {
-	return (ctStateOf(c.conn())&m.State&^(CTSNAT|CTDNAT) != 0) != m.Invert
+	return (ctStateOf(c.conn())&m.State&^ctNATStates != 0) != m.Invert
 }
 
 func appendMarkMask(b []byte, v, mask uint32) []byte {

@@ -3,6 +3,8 @@ package netfilter
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // ECNMatch is "-m ecn [!] --ecn-tcp-ece [!] --ecn-tcp-cwr
@@ -47,7 +49,7 @@ func (m *ECNMatch) done(c *ruleCtx) (any, error) {
 		return nil, fmt.Errorf("%w: ECN match: some option required", ErrMissingArgument)
 	}
 	if m.ECE || m.CWR {
-		if err := needProto(c, "ecn --ecn-tcp-ece/--ecn-tcp-cwr", ProtoTCP); err != nil {
+		if err := needProto(c, "ecn --ecn-tcp-ece/--ecn-tcp-cwr", inet.TCP); err != nil {
 			return nil, err
 		}
 	}
@@ -102,13 +104,13 @@ func (m *ECNMatch) match(c *evalCtx) bool {
 		return false
 	}
 	if m.ECE || m.CWR {
-		if p.Proto != ProtoTCP {
+		if p.Proto != inet.TCP {
 			return false
 		}
-		if m.ECE && (p.TCPFlags&ECE != 0) == m.InvECE {
+		if m.ECE && (p.TCPFlags&inet.ECE != 0) == m.InvECE {
 			return false
 		}
-		if m.CWR && (p.TCPFlags&CWR != 0) == m.InvCWR {
+		if m.CWR && (p.TCPFlags&inet.CWR != 0) == m.InvCWR {
 			return false
 		}
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // TestExtMatchRefusals: every spec here is refused by iptables 1.8.9
@@ -115,7 +117,7 @@ func TestExtMatchLoadRefusals(t *testing.T) {
 			require.NotNil(t, rs)
 			h := NewHost(HostConfig{})
 			err = h.Restore(c.f, []byte(c.rules), RestoreOptions{})
-			require.ErrorIs(t, err, ErrUnsupported)
+			require.ErrorIs(t, err, ErrNotModelled)
 			assert.Contains(t, err.Error(), c.name)
 		})
 	}
@@ -181,7 +183,7 @@ func TestExtMatchSemantics(t *testing.T) {
 	assert.True(t, extMatch(t, h, IPv4, "filter", "FORWARD", "-m devgroup ! --dst-group 0x8/0x8", fwd))
 
 	// tcpmss: a segment without the option matches only inverted.
-	syn := with(func(p *Packet) { p.Proto = ProtoTCP })
+	syn := with(func(p *Packet) { p.Proto = inet.TCP })
 	assert.False(t, extMatch(t, nil, IPv4, "filter", "INPUT", "-p tcp -m tcpmss --mss 0:65535", syn))
 	assert.True(t, extMatch(t, nil, IPv4, "filter", "INPUT", "-p tcp -m tcpmss ! --mss 0:65535", syn))
 
@@ -290,10 +292,10 @@ func TestExtMatchesDoNotAllocate(t *testing.T) {
 			"-p dccp -m dccp --dccp-types DATA --dccp-option 3", "-m devgroup --src-group 3", "-m cpu --cpu 9",
 			"-m connbytes --connbytes 5 --connbytes-dir both --connbytes-mode avgpkt",
 			"-m cluster --cluster-total-nodes 2 --cluster-local-node 2 --cluster-hash-seed 5"},
-			tcpPacket("192.168.10.2", "192.168.10.1", 80, SYN)},
+			tcpPacket("192.168.10.2", "192.168.10.1", 80, inet.SYN)},
 		{IPv6, []string{"-m hl --hl-eq 1", "-m frag --fragid 3", "-m hbh --hbh-opts 1:4", "-m dst --dst-len 8", "-m rt --rt-type 2",
 			"-m ah --ahspi 5", "-p mh -m mh --mh-type 3", "-m ipv6header --header hop --soft", "-m eui64"},
-			Packet{Family: IPv6, Proto: ProtoUDP, Src: netip.MustParseAddr("fd00::2"), Dst: netip.MustParseAddr("fd00::1"),
+			Packet{Family: IPv6, Proto: inet.UDP, Src: netip.MustParseAddr("fd00::2"), Dst: netip.MustParseAddr("fd00::1"),
 				SrcPort: 1, DstPort: 2, TTL: 64, Length: 48, IPv6Exts: ExtHopByHop | ExtProto, NumHBHOpts: 1, HBHOpts: [8]IPv6Option{{1, 4}}}},
 	} {
 		text := "*mangle\n:PREROUTING ACCEPT [0:0]\n"
@@ -347,7 +349,7 @@ func TestDecodeExtFields(t *testing.T) {
 	assert.Equal(t, uint32(100), p.AHSPI)
 	assert.Equal(t, uint8(4), p.AHLen)
 	assert.True(t, p.AHReserved)
-	assert.Equal(t, uint8(ProtoUDP), p.Proto)
+	assert.Equal(t, inet.UDP, p.Proto)
 
 	// ESP ends the chain; no next header.
 	p, err = d.DecodeIP(ip6(60, cat([]byte{50, 0, 1, 4, 0, 0, 0, 0}, []byte{0, 0, 1, 44, 0, 0, 0, 1})...))

@@ -19,7 +19,7 @@ type grammarVector struct {
 	// iptables' nat and mangle.
 	rule, want string
 	// unmodelled: the kernel takes the rule (as want) but packetwalk
-	// refuses it by name (ErrUnsupported).
+	// refuses it by name (ErrNotModelled).
 	unmodelled bool
 }
 
@@ -169,7 +169,7 @@ func TestMatchGrammarVectors(t *testing.T) {
 	for _, v := range matchGrammarVectors {
 		got, err := ruleOfVector(t, v)
 		if v.unmodelled {
-			require.ErrorIs(t, err, ErrUnsupported, v.rule)
+			require.ErrorIs(t, err, ErrNotModelled, v.rule)
 			continue
 		}
 		if v.want == "" {

@@ -595,7 +595,7 @@ func (m *HashlimitMatch) dst(p *Packet, cfg *HashlimitMatch) hashlimitDst {
 	if cfg.Mode&HashlimitSrcIP != 0 {
 		d.src = netip.PrefixFrom(p.Src, int(cfg.SrcMask)).Masked().Addr()
 	}
-	if hasPorts(p.Proto) {
+	if (p.Proto).HasPorts() {
 		if cfg.Mode&HashlimitSrcPort != 0 {
 			d.srcPort = p.SrcPort
 		}

@@ -15,6 +15,10 @@ import (
 // options of the header: each listed type must be the type of the
 // option at that place, and its length, when given, that option's
 // length (a Pad1 option has none).
+//
+// Build it by parsing a rule (Ruleset.Exec, Restore): whether it is the
+// hbh or the dst match is unexported state the parser sets; a value built
+// in Go is the hbh match.
 type OptsMatch struct {
 	Len            uint32
 	HasLen, InvLen bool

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"strconv"
 	"strings"
 )
@@ -174,7 +175,7 @@ func (b *icmpBuilder) done(c *ruleCtx) (any, error) {
 		if !b.given {
 			return nil, mustSpecify("icmp6", "--icmpv6-type")
 		}
-		if err := needProto(c, "icmp6", ProtoICMPv6); err != nil {
+		if err := needProto(c, "icmp6", inet.ICMPv6); err != nil {
 			return nil, err
 		}
 		return &ICMPv6Match{Type: b.typ, CodeMin: b.cmin, CodeMax: b.cmax, Invert: b.inv}, nil
@@ -182,7 +183,7 @@ func (b *icmpBuilder) done(c *ruleCtx) (any, error) {
 	if !b.given {
 		return nil, mustSpecify("icmp", "--icmp-type")
 	}
-	if err := needProto(c, "icmp", ProtoICMP); err != nil {
+	if err := needProto(c, "icmp", inet.ICMP); err != nil {
 		return nil, err
 	}
 	return &ICMPMatch{Type: b.typ, CodeMin: b.cmin, CodeMax: b.cmax, Invert: b.inv}, nil

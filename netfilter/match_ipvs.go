@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -29,7 +30,7 @@ const (
 // source only; note that it prints --vproto as "--proto N".
 type IPVSMatch struct {
 	Bits, Inv uint8
-	Proto     uint8
+	Proto     inet.Proto
 	VAddr     netip.Prefix
 	VPort     uint16
 	Reply     bool   // --vdir REPLY
@@ -54,7 +55,7 @@ func (m *IPVSMatch) set(c *ruleCtx, opt string, inv bool, args []string) error {
 	case "ipvs":
 		bit = ipvsProperty
 	case "vproto":
-		p, ok := parseProto(strings.ToLower(args[0]))
+		p, ok := inet.ParseProto(strings.ToLower(args[0]))
 		if !ok {
 			return badValue("ipvs", "--vproto", args[0], "a protocol name or number")
 		}

@@ -7,10 +7,23 @@ import (
 )
 
 // MarkMatch is "-m mark [!] --mark VALUE[/MASK]": it matches when
-// (packet mark & Mask) == Value, or the opposite with Invert.
+// (packet mark & mask) == Value, or the opposite with Invert.
+//
+// Mask is the /MASK: nil compares all 32 bits, as iptables does when no
+// mask is given, so MarkMatch{Value: 0x4000} built in Go is "--mark 0x4000".
+// The parser leaves it nil for an all-ones mask.
 type MarkMatch struct {
-	Value, Mask uint32
-	Invert      bool
+	Value  uint32
+	Mask   *uint32
+	Invert bool
+}
+
+// mask is the mask the match applies.
+func (m *MarkMatch) mask() uint32 {
+	if m.Mask == nil {
+		return 0xffffffff
+	}
+	return *m.Mask
 }
 
 func init() {
@@ -29,7 +42,10 @@ func (b *markBuilder) set(_ *ruleCtx, _ string, inv bool, args []string) error {
 	if !ok {
 		return badValue("mark", "--mark", args[0], "a 32-bit value with an optional /MASK (0x4000/0x4000)")
 	}
-	b.m, b.given = MarkMatch{Value: v, Mask: m, Invert: inv}, true
+	b.m, b.given = MarkMatch{Value: v, Invert: inv}, true
+	if m != 0xffffffff {
+		b.m.Mask = &m
+	}
 	return nil
 }
 
@@ -93,9 +109,9 @@ func (m *MarkMatch) Module() string { return "mark" }
 func (m *MarkMatch) appendValue(b []byte) []byte {
 	b = append(b, "0x"...)
 	b = strconv.AppendUint(b, uint64(m.Value), 16)
-	if m.Mask != 0xffffffff {
+	if mask := m.mask(); mask != 0xffffffff {
 		b = append(b, "/0x"...)
-		b = strconv.AppendUint(b, uint64(m.Mask), 16)
+		b = strconv.AppendUint(b, uint64(mask), 16)
 	}
 	return b
 }
@@ -114,5 +130,5 @@ func (m *MarkMatch) appendList(b []byte, _ bool) []byte {
 }
 
 func (m *MarkMatch) match(c *evalCtx) bool {
-	return (c.pkt.Mark&m.Mask == m.Value) != m.Invert
+	return (c.pkt.Mark&m.mask() == m.Value) != m.Invert
 }

@@ -21,6 +21,10 @@ const maxMultiportSlots = 15
 
 // MultiportMatch is "-m multiport [!] --sports|--dports|--ports LIST"
 // (revision 1, with ranges). It needs -p tcp, udp, udplite, sctp or dccp.
+//
+// Build it by parsing a rule (Ruleset.Exec, Restore) for -L output: the
+// rule's protocol, for service names, is unexported state the parser
+// sets; a value built in Go matches the same but -L lists numbers.
 type MultiportMatch struct {
 	Dir    MultiportDir
 	Ports  []PortRange
@@ -48,13 +52,13 @@ type multiportBuilder struct {
 // multiportProto returns the rule's protocol name for service lookups, or
 // iptables' complaint when the protocol carries no ports.
 func multiportProto(c *ruleCtx) (string, error) {
-	if c.ip.InvProto || (c.ip.Proto != 0 && !hasPorts(c.ip.Proto)) {
+	if c.ip.InvProto || (c.ip.Proto != 0 && !c.ip.Proto.HasPorts()) {
 		return "", fmt.Errorf("%w: multiport only works with TCP, UDP, UDPLITE, SCTP and DCCP", ErrNotAllowed)
 	}
 	if c.ip.Proto == 0 {
 		return "", fmt.Errorf("%w: multiport needs \"-p tcp\", \"-p udp\", \"-p udplite\", \"-p sctp\" or \"-p dccp\"", ErrNotAllowed)
 	}
-	return protoName(c.ip.Proto), nil
+	return c.ip.Proto.String(), nil
 }
 
 func (b *multiportBuilder) set(c *ruleCtx, opt string, inv bool, args []string) error {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Expected texts recorded with iptables 1.8.9 (nf_tables) after
@@ -49,7 +51,7 @@ func TestNFAcctMatchCountsIntoItsObject(t *testing.T) {
 	assert.Equal(t, "localhost_nps_accepted_pkts", pe.Token)
 	require.NoError(t, h.AddNFAcct("localhost_nps_accepted_pkts"))
 	require.NoError(t, h.Restore(IPv4, rules, RestoreOptions{}))
-	res := h.Receive("eth0", Packet{Proto: ProtoUDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("192.168.10.1"), SrcPort: 1, DstPort: 7, TTL: 64, Length: 28})
+	res := h.Receive("eth0", Packet{Proto: inet.UDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("192.168.10.1"), SrcPort: 1, DstPort: 7, TTL: 64, Length: 28})
 	assert.Equal(t, Dropped, res.Disposition)
 	c, ok := h.NFAcct("localhost_nps_accepted_pkts")
 	require.True(t, ok)

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"strconv"
 )
 
@@ -54,7 +55,7 @@ func (b *osfBuilder) done(c *ruleCtx) (any, error) {
 	if !b.given {
 		return nil, mustSpecify("osf", "--genre")
 	}
-	if c.ip == nil || c.ip.Proto != ProtoTCP || c.ip.InvProto {
+	if c.ip == nil || c.ip.Proto != inet.TCP || c.ip.InvProto {
 		// xt_osf is registered for TCP only: the kernel refuses it
 		// without "-p tcp" (Invalid argument).
 		return nil, fmt.Errorf("%w: osf: needs \"-p tcp\"", ErrNotAllowed)
@@ -90,7 +91,7 @@ func (m *OSFMatch) appendList(b []byte, _ bool) []byte {
 }
 
 func (m *OSFMatch) refuse() error {
-	return fmt.Errorf("%w: -m osf --genre %s: passive OS fingerprinting needs the kernel's fingerprint database", ErrUnsupported, m.Genre)
+	return fmt.Errorf("%w: -m osf --genre %s: passive OS fingerprinting needs the kernel's fingerprint database", ErrNotModelled, m.Genre)
 }
 
 func (m *OSFMatch) match(*evalCtx) bool { return false }

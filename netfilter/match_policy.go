@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
 )
@@ -10,8 +11,8 @@ import (
 // A field is tested only when its Has flag is set; each may be inverted.
 type PolicyElem struct {
 	ReqID, SPI                          uint32
-	Proto                               uint8 // ah (51), esp (50) or ipcomp (108)
-	Tunnel                              bool  // --mode tunnel (else transport)
+	Proto                               inet.Proto // ah (51), esp (50) or ipcomp (108)
+	Tunnel                              bool       // --mode tunnel (else transport)
 	TunnelSrc, TunnelDst                netip.Prefix
 	HasReqID, HasSPI, HasProto          bool
 	HasMode, HasTunnelSrc, HasTunnelDst bool
@@ -123,7 +124,7 @@ func (b *policyBuilder) set(c *ruleCtx, opt string, inv bool, args []string) err
 		if err := double(e.HasProto); err != nil {
 			return err
 		}
-		p, ok := parseProto(s)
+		p, ok := inet.ParseProto(s)
 		if !ok || p != 50 && p != 51 && p != 108 {
 			return badValue("policy", "--proto", s, "ah, esp or ipcomp")
 		}
@@ -158,7 +159,7 @@ func parseHostMask(f Family, s string) (netip.Prefix, error) {
 		return pfx, err
 	}
 	if mask.IsValid() {
-		return pfx, fmt.Errorf("%w: policy: a non-contiguous mask %q", ErrUnsupported, s)
+		return pfx, fmt.Errorf("%w: policy: a non-contiguous mask %q", ErrNotModelled, s)
 	}
 	addr := s
 	for i := 0; i < len(s); i++ {
@@ -271,7 +272,7 @@ func appendPolicyElem(b []byte, e *PolicyElem, pre string, numeric bool) []byte 
 		if numeric {
 			b = strconv.AppendUint(b, uint64(e.Proto), 10)
 		} else {
-			b = append(b, protoName(e.Proto)...)
+			b = append(b, (e.Proto).String()...)
 		}
 	}
 	if e.HasMode {

@@ -280,7 +280,7 @@ func (m *RateestMatch) appendList(b []byte, numeric bool) []byte {
 }
 
 func (m *RateestMatch) refuse() error {
-	return fmt.Errorf("%w: -m rateest: estimator %q is made by the RATEEST target, which packetwalk does not model", ErrUnsupported, m.Name1)
+	return fmt.Errorf("%w: -m rateest: estimator %q is made by the RATEEST target, which packetwalk does not model", ErrNotModelled, m.Name1)
 }
 
 func (m *RateestMatch) match(*evalCtx) bool { return false }

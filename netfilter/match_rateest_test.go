@@ -72,7 +72,7 @@ func TestRateestPrinting(t *testing.T) {
 	in := []byte("*mangle\n:FORWARD ACCEPT [0:0]\n-A FORWARD -m rateest --rateest ee --rateest-gt --rateest-bps 1mbit -j ACCEPT\nCOMMIT\n")
 	h := NewHost(HostConfig{})
 	err := h.Restore(IPv4, in, RestoreOptions{})
-	assert.ErrorIs(t, err, ErrUnsupported)
+	assert.ErrorIs(t, err, ErrNotModelled)
 	assert.Contains(t, err.Error(), "RATEEST")
 	require.NoError(t, h.Restore(IPv4, in, RestoreOptions{Lenient: LenientNeverMatch}))
 	assert.Len(t, h.Placeholders(IPv4), 1)

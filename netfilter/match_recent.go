@@ -25,6 +25,9 @@ var recentModeNames = map[RecentMode][2]string{
 // RecentMatch is "-m recent": a list of recently seen addresses per name,
 // kept by the host (xt_recent). kube-proxy's ClientIP session affinity is
 // built on it.
+//
+// Build it by parsing a rule (Ruleset.Exec, Restore): the rule's family is
+// unexported state the parser sets, and a value built in Go lacks it.
 type RecentMatch struct {
 	Mode     RecentMode
 	Invert   bool

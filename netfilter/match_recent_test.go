@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -63,7 +64,7 @@ func TestRecentAffinity(t *testing.T) {
 COMMIT
 `, HostConfig{Clock: clock})
 	where := func() int {
-		return h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 80, SYN)).Where.Rule
+		return h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 80, inet.SYN)).Where.Rule
 	}
 	assert.Equal(t, 2, where()) // first time: recorded
 	clock.Advance(5 * time.Second)

@@ -3,15 +3,17 @@ package netfilter
 import (
 	"fmt"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // SCTPMatch is "-p sctp -m sctp [!] --sport P[:Q] [!] --dport P[:Q]
 // [!] --chunk-types all|any|only CHUNKS".
 type SCTPMatch struct {
-	SrcPorts, DstPorts       PortRange
+	// SrcPorts and DstPorts mean what TCPMatch's do: nil is an absent
+	// --sport or --dport, and the inversions apply only to a present one.
+	SrcPorts, DstPorts       *PortRange
 	InvSrcPorts, InvDstPorts bool
-	// HasSrc and HasDst say which port options were given.
-	HasSrc, HasDst bool
 	// Chunks, when HasChunks is set, tests the packet's chunk list.
 	Chunks    SCTPChunkTest
 	HasChunks bool
@@ -73,7 +75,7 @@ func init() {
 			{name: "dport", args: 1, invert: true, aliases: []string{"destination-port"}},
 			{name: "chunk-types", args: 2, invert: true},
 		},
-		newBuilder: func(*ruleCtx) builder { return &SCTPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
+		newBuilder: func(*ruleCtx) builder { return &SCTPMatch{} }})
 }
 
 // parseSCTPPorts parses "P", "P:Q", ":Q" or "P:"; unlike tcp, a reversed
@@ -115,13 +117,13 @@ func (m *SCTPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 		if err != nil {
 			return err
 		}
-		m.SrcPorts, m.InvSrcPorts, m.HasSrc = r, inv, true
+		m.SrcPorts, m.InvSrcPorts = &r, inv
 	case "dport":
 		r, err := parseSCTPPorts("--dport", args[0])
 		if err != nil {
 			return err
 		}
-		m.DstPorts, m.InvDstPorts, m.HasDst = r, inv, true
+		m.DstPorts, m.InvDstPorts = &r, inv
 	case "chunk-types":
 		ct, err := parseSCTPChunks(args[0], args[1])
 		if err != nil {
@@ -306,7 +308,7 @@ func (ct *SCTPChunkTest) matchChunks(chunks []SCTPChunk) (matched, ok bool) {
 }
 
 func (m *SCTPMatch) done(c *ruleCtx) (any, error) {
-	if err := needProto(c, "sctp", ProtoSCTP); err != nil {
+	if err := needProto(c, "sctp", inet.SCTP); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -316,11 +318,11 @@ func (m *SCTPMatch) done(c *ruleCtx) (any, error) {
 func (m *SCTPMatch) Module() string { return "sctp" }
 
 func (m *SCTPMatch) appendSave(b []byte) []byte {
-	if m.HasSrc {
-		b = appendPortOpt(b, "sport", m.SrcPorts, m.InvSrcPorts)
+	if m.SrcPorts != nil {
+		b = appendPortOpt(b, "sport", *m.SrcPorts, m.InvSrcPorts)
 	}
-	if m.HasDst {
-		b = appendPortOpt(b, "dport", m.DstPorts, m.InvDstPorts)
+	if m.DstPorts != nil {
+		b = appendPortOpt(b, "dport", *m.DstPorts, m.InvDstPorts)
 	}
 	if m.HasChunks {
 		b = appendNot(b, m.InvChunks)
@@ -333,11 +335,11 @@ func (m *SCTPMatch) appendSave(b []byte) []byte {
 func (m *SCTPMatch) appendList(b []byte, numeric bool) []byte {
 	b = append(b, " sctp"...)
 	// -L leaves out a full range that is not inverted; save keeps it.
-	if m.HasSrc && (m.SrcPorts != anyPorts || m.InvSrcPorts) {
-		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, numeric, "sctp")
+	if m.SrcPorts != nil && (*m.SrcPorts != anyPorts || m.InvSrcPorts) {
+		b = appendListPorts(b, "spt", *m.SrcPorts, m.InvSrcPorts, numeric, "sctp")
 	}
-	if m.HasDst && (m.DstPorts != anyPorts || m.InvDstPorts) {
-		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, numeric, "sctp")
+	if m.DstPorts != nil && (*m.DstPorts != anyPorts || m.InvDstPorts) {
+		b = appendListPorts(b, "dpt", *m.DstPorts, m.InvDstPorts, numeric, "sctp")
 	}
 	if m.HasChunks {
 		b = appendNot(b, m.InvChunks)
@@ -351,7 +353,8 @@ func (m *SCTPMatch) match(c *evalCtx) bool {
 	if p.FragOffset != 0 {
 		return false
 	}
-	if m.SrcPorts.contains(p.SrcPort) == m.InvSrcPorts || m.DstPorts.contains(p.DstPort) == m.InvDstPorts {
+	if m.SrcPorts != nil && m.SrcPorts.contains(p.SrcPort) == m.InvSrcPorts ||
+		m.DstPorts != nil && m.DstPorts.contains(p.DstPort) == m.InvDstPorts {
 		return false
 	}
 	if !m.HasChunks {

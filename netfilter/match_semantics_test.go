@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -63,7 +64,7 @@ func TestMultiportSemantics(t *testing.T) {
 	}
 	for _, tc := range cases {
 		m := parseMatch(t, IPv4, "T", "-p tcp -m multiport "+tc.spec)
-		got := evalOn(h, m, Packet{Proto: ProtoTCP, SrcPort: tc.sp, DstPort: tc.dp, FragOffset: tc.frag})
+		got := evalOn(h, m, Packet{Proto: inet.TCP, SrcPort: tc.sp, DstPort: tc.dp, FragOffset: tc.frag})
 		assert.Equal(t, tc.want, got, "%s sport %d dport %d frag %d", tc.spec, tc.sp, tc.dp, tc.frag)
 	}
 }
@@ -244,7 +245,7 @@ func TestStatisticProbabilityTable(t *testing.T) {
 }
 
 func udpTo7(h *Host) Result {
-	return h.Receive("eth0", Packet{Src: a4("10.1.0.9"), Dst: a4("10.1.0.2"), Proto: ProtoUDP, SrcPort: 1000, DstPort: 7, TTL: 64, Length: 29})
+	return h.Receive("eth0", Packet{Src: a4("10.1.0.9"), Dst: a4("10.1.0.2"), Proto: inet.UDP, SrcPort: 1000, DstPort: 7, TTL: 64, Length: 29})
 }
 
 // TestStatisticNthSemantics replays the nft column of docs/kernel-notes.md,
@@ -385,15 +386,15 @@ func TestSCTPChunkSemantics(t *testing.T) {
 	for _, tc := range cases {
 		var p0 Packet
 		m := parseMatch(t, IPv4, "T", "-p sctp -m sctp "+tc.spec)
-		p := Packet{Proto: ProtoSCTP, NumSCTPChunks: uint8(copy(p0.SCTPChunks[:], tc.chunks))}
+		p := Packet{Proto: inet.SCTP, NumSCTPChunks: uint8(copy(p0.SCTPChunks[:], tc.chunks))}
 		p.SCTPChunks = p0.SCTPChunks
 		assert.Equal(t, tc.want, evalOn(h, m, p), "%s %v", tc.spec, tc.chunks)
 	}
 	m := parseMatch(t, IPv4, "T", "-p sctp -m sctp ! --chunk-types any INIT")
-	c := &evalCtx{pkt: &Packet{Proto: ProtoSCTP}, host: h}
+	c := &evalCtx{pkt: &Packet{Proto: inet.SCTP}, host: h}
 	assert.False(t, m.match(c))
 	assert.True(t, c.hotdrop, "a packet without chunks is dropped as malformed")
 	m = parseMatch(t, IPv4, "T", "-p sctp --sport 5 --dport 1:10")
-	assert.True(t, evalOn(h, m, Packet{Proto: ProtoSCTP, SrcPort: 5, DstPort: 10}))
-	assert.False(t, evalOn(h, m, Packet{Proto: ProtoSCTP, SrcPort: 5, DstPort: 11}))
+	assert.True(t, evalOn(h, m, Packet{Proto: inet.SCTP, SrcPort: 5, DstPort: 10}))
+	assert.False(t, evalOn(h, m, Packet{Proto: inet.SCTP, SrcPort: 5, DstPort: 11}))
 }

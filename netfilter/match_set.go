@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/ipset"
 )
 
@@ -169,7 +170,7 @@ func setKey(_ *ipset.Set, dirs []bool, p *Packet) ipset.Key {
 // port, or for ICMP the type and code.
 func portOf(p *Packet, src bool) uint16 {
 	switch {
-	case p.Proto == ProtoICMP || p.Proto == ProtoICMPv6:
+	case p.Proto == inet.ICMP || p.Proto == inet.ICMPv6:
 		return ipset.ICMPPort(p.ICMPType, p.ICMPCode)
 	case src:
 		return p.SrcPort

@@ -3,6 +3,7 @@ package netfilter
 import (
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -59,7 +60,7 @@ func TestSetMatchCounterSemantics(t *testing.T) {
 	require.NoError(t, h.Restore(IPv4, []byte("*filter\n-A FORWARD -m set --match-set N dst --packets-lt 2 -j ACCEPT\n-A FORWARD -j DROP\nCOMMIT\n"), RestoreOptions{}))
 	var got []Disposition
 	for range 5 {
-		got = append(got, h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, SYN)).Disposition)
+		got = append(got, h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, inet.SYN)).Disposition)
 	}
 	// The /32 decides at count 1, the /16 at count 1 (the /32 is at 2).
 	assert.Equal(t, []Disposition{Forwarded, Forwarded, Dropped, Dropped, Dropped}, got)

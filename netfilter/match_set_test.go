@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/ipset"
 
 	"github.com/stretchr/testify/assert"
@@ -32,12 +33,12 @@ COMMIT
 		dport uint16
 		where Step
 	}{
-		{"10.244.1.5", 80, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Rule: 1, Text: "-A FORWARD -m set --match-set svc dst,dst -j ACCEPT", Action: "ACCEPT"}},
-		{"10.244.1.5", 81, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Rule: 2, Text: "-A FORWARD -m set --match-set pools dst -j DROP", Action: "DROP"}},
-		{"10.244.1.7", 80, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Action: "POLICY:ACCEPT"}},
+		{"10.244.1.5", 80, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Rule: 1, Text: "-A FORWARD -m set --match-set svc dst,dst -j ACCEPT", Action: Action{Kind: ActionAccept}}},
+		{"10.244.1.5", 81, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Rule: 2, Text: "-A FORWARD -m set --match-set pools dst -j DROP", Action: Action{Kind: ActionDrop}}},
+		{"10.244.1.7", 80, Step{Hook: Forward, Table: Filter, Chain: "FORWARD", Action: Action{Kind: ActionPolicyAccept}}},
 	}
 	for _, c := range cases {
-		res := h.Receive("eth0", tcpPacket("192.168.10.2", c.dst, c.dport, SYN))
+		res := h.Receive("eth0", tcpPacket("192.168.10.2", c.dst, c.dport, inet.SYN))
 		assert.Equal(t, c.where, res.Where, "%s:%d", c.dst, c.dport)
 	}
 	assert.Equal(t, 2, sets.Get("pools").References())
@@ -73,15 +74,15 @@ func TestSetTargetAddsAndDeletes(t *testing.T) {
 COMMIT
 `), RestoreOptions{}))
 	ssh := func() Disposition {
-		return h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 22, SYN)).Disposition
+		return h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 22, inet.SYN)).Disposition
 	}
 	assert.Equal(t, Dropped, ssh())
-	h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 1234, SYN))
+	h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 1234, inet.SYN))
 	ok, err := h.Sets().Test("knocked", "192.168.10.2")
 	require.NoError(t, err)
 	assert.True(t, ok)
 	assert.Equal(t, Delivered, ssh())
-	h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 4321, SYN))
+	h.Receive("eth0", tcpPacket("192.168.10.2", "192.168.10.1", 4321, inet.SYN))
 	assert.Equal(t, Dropped, ssh())
 }
 
@@ -112,13 +113,13 @@ COMMIT
 		{8080, 0}, // nothing
 	}
 	for _, c := range cases {
-		p := tcpPacket("192.168.10.2", "192.168.10.1", c.dport, SYN)
+		p := tcpPacket("192.168.10.2", "192.168.10.1", c.dport, inet.SYN)
 		p.SrcPort = 1234
 		res := h.Receive("eth0", p)
 		assert.Equal(t, c.rule, res.Where.Rule, "dport %d", c.dport)
 	}
 	// With src first (rule 2), P reads the source port.
-	p := tcpPacket("192.168.10.2", "192.168.10.1", 8080, SYN)
+	p := tcpPacket("192.168.10.2", "192.168.10.1", 8080, inet.SYN)
 	p.SrcPort = 80
 	assert.Equal(t, 2, h.Receive("eth0", p).Where.Rule)
 }

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 )
 
@@ -10,7 +11,7 @@ import (
 // for Proto (TCP or UDP). Transparent is IP_TRANSPARENT, Mark is SO_MARK
 // (what --restore-skmark copies to the packet).
 type Socket struct {
-	Proto       uint8
+	Proto       inet.Proto
 	Addr        netip.Addr
 	Port        uint16
 	Transparent bool
@@ -21,7 +22,7 @@ type Socket struct {
 // listening sockets are modelled: established connections' sockets are
 // not, so a packet of an established connection finds the listener.
 func (h *Host) AddSocket(s Socket) error {
-	if s.Proto != ProtoTCP && s.Proto != ProtoUDP {
+	if s.Proto != inet.TCP && s.Proto != inet.UDP {
 		return fmt.Errorf("%w: socket protocol %d (want tcp or udp)", ErrBadValue, s.Proto)
 	}
 	if !s.Addr.IsValid() {
@@ -36,7 +37,7 @@ func (h *Host) Sockets() []Socket { return append([]Socket(nil), h.sockets...) }
 
 // lookupSocket finds the listener for (addr, port): one bound to addr
 // wins over a wildcard one, as the kernel's scoring does.
-func (h *Host) lookupSocket(proto uint8, addr netip.Addr, port uint16) *Socket {
+func (h *Host) lookupSocket(proto inet.Proto, addr netip.Addr, port uint16) *Socket {
 	var wild *Socket
 	for i := range h.sockets {
 		s := &h.sockets[i]
@@ -110,10 +111,10 @@ func (m *SocketMatch) appendList(b []byte, _ bool) []byte {
 func (m *SocketMatch) match(c *evalCtx) bool {
 	p := c.pkt
 	proto, addr, port := p.Proto, p.Dst, p.DstPort
-	if p.Inner.Proto != 0 && (p.Proto == ProtoICMP || p.Proto == ProtoICMPv6) {
+	if p.Inner.Proto != 0 && (p.Proto == inet.ICMP || p.Proto == inet.ICMPv6) {
 		proto, addr, port = p.Inner.Proto, p.Inner.Src, p.Inner.SrcPort
 	}
-	if proto != ProtoTCP && proto != ProtoUDP {
+	if proto != inet.TCP && proto != inet.UDP {
 		return false
 	}
 	s := c.host.lookupSocket(proto, addr, port)

@@ -22,6 +22,10 @@ import (
 // with the tag field as the host reads it in its own byte order: on a
 // little-endian machine, as packetwalk assumes, "--srh-tag 7" matches
 // the bytes 07 00 on the wire (tag 1792), not tag 7.
+//
+// Build it by parsing a rule (Ruleset.Exec, Restore): which tests are
+// given and which are inverted is unexported state the parser sets, so a
+// value built in Go tests nothing.
 type SRHMatch struct {
 	NextHdr, HdrLen, SegsLeft, LastEntry uint8
 	Tag                                  uint16

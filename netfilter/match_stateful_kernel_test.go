@@ -3,6 +3,7 @@ package netfilter
 import (
 	"bufio"
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"os/exec"
 	"strings"
@@ -277,10 +278,10 @@ func TestSocketKernel(t *testing.T) {
 			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
 			node := netip.MustParseAddr("192.168.10.1")
 			for _, s := range []Socket{
-				{Proto: ProtoTCP, Addr: netip.IPv4Unspecified(), Port: 80},
-				{Proto: ProtoTCP, Addr: node, Port: 81},
-				{Proto: ProtoTCP, Addr: netip.IPv4Unspecified(), Port: 82, Transparent: true, Mark: 7},
-				{Proto: ProtoTCP, Addr: node, Port: 83, Transparent: true, Mark: 9},
+				{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 80},
+				{Proto: inet.TCP, Addr: node, Port: 81},
+				{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 82, Transparent: true, Mark: 7},
+				{Proto: inet.TCP, Addr: node, Port: 83, Transparent: true, Mark: 9},
 			} {
 				require.NoError(t, h.AddSocket(s))
 			}

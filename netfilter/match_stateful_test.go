@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -28,7 +29,7 @@ func extHost(t *testing.T, clock *ManualClock, rules ...string) *Host {
 }
 
 func syn(src string, sport uint16, dport uint16) Packet {
-	return TCP(netip.AddrPortFrom(netip.MustParseAddr(src), sport), netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), dport), SYN)
+	return TCP(netip.AddrPortFrom(netip.MustParseAddr(src), sport), netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), dport), inet.SYN)
 }
 
 func verdicts(h *Host, iface string, ps ...Packet) string {
@@ -110,7 +111,7 @@ func TestHashlimitParseErrors(t *testing.T) {
 		"-m u32 --u32 0=1&&0=1&&0=1&&0=1&&0=1&&0=1&&0=1&&0=1&&0=1&&0=1&&0=1": ErrBadValue,
 		"-m bpf --bytecode \"2,6 0 0 0\"":                                    ErrBadValue,
 		"-m bpf --bytecode \"1,0 0 0 0\"":                                    ErrBadValue,
-		"-m bpf --object-pinned /sys/fs/bpf/x":                               ErrUnsupported,
+		"-m bpf --object-pinned /sys/fs/bpf/x":                               ErrNotModelled,
 		"-m policy --pol ipsec":                                              ErrMissingArgument,
 		"-m policy --dir in --pol ipsec --next":                              ErrMissingArgument,
 		"-m policy --dir in --pol ipsec --tunnel-src 1.2.3.4":                ErrIncompatibleOpts,
@@ -192,7 +193,7 @@ func TestTimeSemantics(t *testing.T) {
 // rawTCP returns a TCP packet whose Raw bytes carry payload.
 func rawTCP(dport uint16, payload string) Packet {
 	p := syn("10.0.0.5", 1000, dport)
-	p.TCPFlags = PSH | ACK
+	p.TCPFlags = inet.PSH | inet.ACK
 	p.Length += len(payload)
 	p.Raw = string(buildHeaders(nil, &p)) + payload
 	return p
@@ -310,10 +311,10 @@ func TestRPFilterSemantics(t *testing.T) {
 
 func TestSocketSemantics(t *testing.T) {
 	h := NewHost(HostConfig{})
-	require.NoError(t, h.AddSocket(Socket{Proto: ProtoTCP, Addr: netip.IPv4Unspecified(), Port: 80}))
-	require.NoError(t, h.AddSocket(Socket{Proto: ProtoTCP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 3128, Transparent: true, Mark: 7}))
-	require.NoError(t, h.AddSocket(Socket{Proto: ProtoUDP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 53}))
-	assert.ErrorIs(t, h.AddSocket(Socket{Proto: ProtoICMP, Addr: netip.IPv4Unspecified()}), ErrBadValue)
+	require.NoError(t, h.AddSocket(Socket{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 80}))
+	require.NoError(t, h.AddSocket(Socket{Proto: inet.TCP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 3128, Transparent: true, Mark: 7}))
+	require.NoError(t, h.AddSocket(Socket{Proto: inet.UDP, Addr: netip.MustParseAddr("10.0.0.1"), Port: 53}))
+	assert.ErrorIs(t, h.AddSocket(Socket{Proto: inet.ICMP, Addr: netip.IPv4Unspecified()}), ErrBadValue)
 	cases := []struct {
 		opts string
 		p    Packet
@@ -345,7 +346,7 @@ func TestRefusedAtLoad(t *testing.T) {
 	assert.Contains(t, rs.String(), "-A INPUT -p tcp -m osf --genre Linux\n")
 	h := NewHost(HostConfig{})
 	err = h.Restore(IPv4, []byte(in), RestoreOptions{})
-	assert.ErrorIs(t, err, ErrUnsupported)
+	assert.ErrorIs(t, err, ErrNotModelled)
 	assert.Contains(t, err.Error(), "osf")
 }
 

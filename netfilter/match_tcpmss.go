@@ -3,6 +3,8 @@ package netfilter
 import (
 	"strconv"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // TCPMSSMatch is "-p tcp -m tcpmss [!] --mss VALUE[:VALUE]": the value
@@ -66,7 +68,7 @@ func (b *tcpmssBuilder) done(c *ruleCtx) (any, error) {
 	if !b.given {
 		return nil, mustSpecify("tcpmss", "--mss")
 	}
-	if err := needProto(c, "tcpmss", ProtoTCP); err != nil {
+	if err := needProto(c, "tcpmss", inet.TCP); err != nil {
 		return nil, err
 	}
 	m := b.m
@@ -101,7 +103,7 @@ func (m *TCPMSSMatch) appendList(b []byte, _ bool) []byte {
 
 func (m *TCPMSSMatch) match(c *evalCtx) bool {
 	p := c.pkt
-	if p.Proto != ProtoTCP || !p.hasTCPOption(2) {
+	if p.Proto != inet.TCP || !p.hasTCPOption(2) {
 		return m.Invert
 	}
 	return (p.MSS >= m.Min && p.MSS <= m.Max) != m.Invert

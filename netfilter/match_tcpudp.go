@@ -4,10 +4,29 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // PortRange is an inclusive range of ports; a single port has Lo == Hi.
 type PortRange struct{ Lo, Hi uint16 }
+
+// Port returns the range of the single port p, for a match built in Go:
+// TCPMatch{DstPorts: Port(80)} is "-m tcp --dport 80".
+func Port(p uint16) *PortRange { return &PortRange{p, p} }
+
+// Ports returns the range lo-hi, for a match built in Go:
+// UDPMatch{SrcPorts: Ports(1024, 65535)} is "-m udp --sport 1024:65535".
+func Ports(lo, hi uint16) *PortRange { return &PortRange{lo, hi} }
+
+// orAny is the range a port option tests: r, or every port when the option
+// is absent.
+func orAny(r *PortRange) PortRange {
+	if r == nil {
+		return anyPorts
+	}
+	return *r
+}
 
 // anyPorts is the range a port option leaves unset.
 var anyPorts = PortRange{0, 65535}
@@ -101,20 +120,24 @@ func parsePortRange(s, proto string) (PortRange, bool) {
 }
 
 // TCPMatch is "-m tcp": ports, flags and options of TCP packets.
+//
+// A match built in Go means what its fields say: a nil SrcPorts or DstPorts
+// is an absent --sport or --dport (any port), and InvSrcPorts and
+// InvDstPorts apply only to a port option that is present. Port and Ports
+// build the ranges: TCPMatch{DstPorts: Port(443)} prints and matches as the
+// parsed "-m tcp --dport 443".
 type TCPMatch struct {
-	SrcPorts, DstPorts       PortRange
+	SrcPorts, DstPorts       *PortRange
 	InvSrcPorts, InvDstPorts bool
 	// FlagsMask and FlagsCmp test (flags & FlagsMask) == FlagsCmp when
 	// FlagsMask is not zero (--tcp-flags, --syn).
-	FlagsMask, FlagsCmp TCPFlags
+	FlagsMask, FlagsCmp inet.TCPFlags
 	InvFlags            bool
 	// Option, when HasOption is set, is a TCP option kind that must be
 	// present (--tcp-option).
 	Option    uint8
 	HasOption bool
 	InvOption bool
-	hasSrc    bool
-	hasDst    bool
 	// dropped is set by "! --sport 0:65535" or "! --dport 0:65535",
 	// which iptables-nft leaves out of the rule: it tests nothing and,
 	// alone, hides the whole match from the listing.
@@ -123,11 +146,11 @@ type TCPMatch struct {
 
 // UDPMatch is "-m udp": ports of UDP packets. iptables 1.8.9 has no
 // udplite extension ("Couldn't load match `udplite'"), so neither
-// "-m udplite" nor the port options after "-p udplite" exist.
+// "-m udplite" nor the port options after "-p udplite" exist. Its port
+// fields mean what TCPMatch's do: nil is an absent option.
 type UDPMatch struct {
-	SrcPorts, DstPorts       PortRange
+	SrcPorts, DstPorts       *PortRange
 	InvSrcPorts, InvDstPorts bool
-	hasSrc, hasDst           bool
 	dropped                  bool // as TCPMatch.dropped
 }
 
@@ -140,9 +163,9 @@ func init() {
 		option{name: "tcp-flags", args: 2, invert: true},
 		option{name: "syn", invert: true},
 		option{name: "tcp-option", args: 1, invert: true}),
-		newBuilder: func(*ruleCtx) builder { return &TCPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
+		newBuilder: func(*ruleCtx) builder { return &TCPMatch{} }})
 	registerMatch(&module{name: "udp", opts: portOpts,
-		newBuilder: func(*ruleCtx) builder { return &UDPMatch{SrcPorts: anyPorts, DstPorts: anyPorts} }})
+		newBuilder: func(*ruleCtx) builder { return &UDPMatch{} }})
 }
 
 // Module implements Match.
@@ -151,7 +174,7 @@ func (m *TCPMatch) Module() string { return "tcp" }
 // Module implements Match.
 func (m *UDPMatch) Module() string { return "udp" }
 
-func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool, has, dropped *bool) error {
+func setPorts(mod, opt string, inv bool, args []string, r **PortRange, invp *bool, dropped *bool) error {
 	pr, ok := parsePortRange(args[0], mod)
 	if !ok {
 		return badValue(mod, "--"+opt, args[0], "a port, a service name or a range PORT:PORT")
@@ -159,15 +182,15 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 	if inv && pr.Lo == 0 && pr.Hi == 65535 {
 		// iptables-nft emits no test for it (the rule matches every
 		// port) and lists no trace of it (docs/kernel-notes.md).
-		*r, *invp, *has, *dropped = anyPorts, false, false, true
+		*r, *invp, *dropped = nil, false, true
 		return nil
 	}
 	if !inv && pr == (PortRange{0, 65535}) {
 		// Every port: iptables-nft emits no test and prints none.
-		*r, *invp, *has = pr, false, false
+		*r, *invp = nil, false
 		return nil
 	}
-	*r, *invp, *has = pr, inv, true
+	*r, *invp = &pr, inv
 	return nil
 }
 
@@ -176,7 +199,7 @@ func setPorts(mod, opt string, inv bool, args []string, r *PortRange, invp *bool
 // then prints it (recorded with iptables 1.8.9). A tcp match with
 // --tcp-option stays an xtables match and keeps "! 0:N" as given.
 func nftPorts(r *PortRange, inv *bool) {
-	if *inv && r.Lo == 0 && r.Hi != 0 {
+	if r != nil && *inv && r.Lo == 0 && r.Hi != 0 {
 		*r, *inv = PortRange{r.Hi + 1, 65535}, false
 	}
 }
@@ -184,20 +207,20 @@ func nftPorts(r *PortRange, inv *bool) {
 func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	switch opt {
 	case "sport":
-		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc, &m.dropped)
+		return setPorts("tcp", opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.dropped)
 	case "dport":
-		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst, &m.dropped)
+		return setPorts("tcp", opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.dropped)
 	case "syn", "tcp-flags":
 		if m.FlagsMask != 0 {
 			return fmt.Errorf("%w: only one of --syn and --tcp-flags", ErrMultipleFlags)
 		}
 		m.InvFlags = inv
 		if opt == "syn" {
-			m.FlagsMask, m.FlagsCmp = FIN|SYN|RST|ACK, SYN
+			m.FlagsMask, m.FlagsCmp = inet.FIN|inet.SYN|inet.RST|inet.ACK, inet.SYN
 			return nil
 		}
-		mask, ok1 := parseTCPFlags(args[0])
-		cmp, ok2 := parseTCPFlags(args[1])
+		mask, ok1 := inet.ParseTCPFlags(args[0])
+		cmp, ok2 := inet.ParseTCPFlags(args[1])
 		if !ok1 || !ok2 {
 			return badValue("tcp", "--tcp-flags", args[0]+" "+args[1], "flag lists such as SYN,ACK,FIN,RST,URG,PSH,ALL,NONE")
 		}
@@ -215,36 +238,13 @@ func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	return nil
 }
 
-func parseTCPFlags(s string) (TCPFlags, bool) {
-	var f TCPFlags
-	for _, part := range strings.Split(s, ",") {
-		switch strings.ToUpper(part) {
-		case "ALL":
-			f |= FIN | SYN | RST | PSH | ACK | URG
-		case "NONE":
-		default:
-			found := false
-			for _, n := range tcpFlagNames {
-				if n.name == strings.ToUpper(part) {
-					f |= n.f
-					found = true
-				}
-			}
-			if !found {
-				return 0, false
-			}
-		}
-	}
-	return f, true
-}
-
 func (m *TCPMatch) done(c *ruleCtx) (any, error) {
-	if err := needProto(c, "tcp", ProtoTCP); err != nil {
+	if err := needProto(c, "tcp", inet.TCP); err != nil {
 		return nil, err
 	}
 	if !m.HasOption {
-		nftPorts(&m.SrcPorts, &m.InvSrcPorts)
-		nftPorts(&m.DstPorts, &m.InvDstPorts)
+		nftPorts(m.SrcPorts, &m.InvSrcPorts)
+		nftPorts(m.DstPorts, &m.InvDstPorts)
 	}
 	return m, nil
 }
@@ -252,32 +252,32 @@ func (m *TCPMatch) done(c *ruleCtx) (any, error) {
 func (m *UDPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	mod := m.Module()
 	if opt == "sport" {
-		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.hasSrc, &m.dropped)
+		return setPorts(mod, opt, inv, args, &m.SrcPorts, &m.InvSrcPorts, &m.dropped)
 	}
-	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.hasDst, &m.dropped)
+	return setPorts(mod, opt, inv, args, &m.DstPorts, &m.InvDstPorts, &m.dropped)
 }
 
 func (m *UDPMatch) done(c *ruleCtx) (any, error) {
-	if err := needProto(c, m.Module(), ProtoUDP); err != nil {
+	if err := needProto(c, m.Module(), inet.UDP); err != nil {
 		return nil, err
 	}
-	nftPorts(&m.SrcPorts, &m.InvSrcPorts)
-	nftPorts(&m.DstPorts, &m.InvDstPorts)
+	nftPorts(m.SrcPorts, &m.InvSrcPorts)
+	nftPorts(m.DstPorts, &m.InvDstPorts)
 	return m, nil
 }
 
 // needProto refuses a protocol match on a rule whose -p is another
 // protocol, as the kernel's checkentry does.
-func needProto(c *ruleCtx, mod string, p uint8) error {
-	if c.ip.Proto == p && c.ip.InvProto && (p == ProtoTCP || p == ProtoUDP) {
+func needProto(c *ruleCtx, mod string, p inet.Proto) error {
+	if c.ip.Proto == p && c.ip.InvProto && (p == inet.TCP || p == inet.UDP) {
 		// iptables-nft and the kernel take "! -p tcp -m tcp" (and udp);
 		// the match then reads any other protocol's header as TCP or UDP
 		// (and drops a packet too short for that header), which
 		// packetwalk does not model.
-		return fmt.Errorf("%w: %s match after \"! -p %s\"", ErrUnsupported, mod, protoName(p))
+		return fmt.Errorf("%w: %s match after \"! -p %s\"", ErrNotModelled, mod, p)
 	}
 	if c.ip.Proto != p || c.ip.InvProto {
-		return fmt.Errorf("%w: %s match needs \"-p %s\"", ErrNotAllowed, mod, protoName(p))
+		return fmt.Errorf("%w: %s match needs \"-p %s\"", ErrNotAllowed, mod, p)
 	}
 	return nil
 }
@@ -291,11 +291,11 @@ func appendPortOpt(b []byte, name string, r PortRange, inv bool) []byte {
 }
 
 func (m *TCPMatch) appendSave(b []byte) []byte {
-	if m.hasSrc {
-		b = appendPortOpt(b, "sport", m.SrcPorts, m.InvSrcPorts)
+	if m.SrcPorts != nil {
+		b = appendPortOpt(b, "sport", *m.SrcPorts, m.InvSrcPorts)
 	}
-	if m.hasDst {
-		b = appendPortOpt(b, "dport", m.DstPorts, m.InvDstPorts)
+	if m.DstPorts != nil {
+		b = appendPortOpt(b, "dport", *m.DstPorts, m.InvDstPorts)
 	}
 	if m.HasOption {
 		b = appendNot(b, m.InvOption)
@@ -313,11 +313,11 @@ func (m *TCPMatch) appendSave(b []byte) []byte {
 }
 
 func (m *UDPMatch) appendSave(b []byte) []byte {
-	if m.hasSrc {
-		b = appendPortOpt(b, "sport", m.SrcPorts, m.InvSrcPorts)
+	if m.SrcPorts != nil {
+		b = appendPortOpt(b, "sport", *m.SrcPorts, m.InvSrcPorts)
 	}
-	if m.hasDst {
-		b = appendPortOpt(b, "dport", m.DstPorts, m.InvDstPorts)
+	if m.DstPorts != nil {
+		b = appendPortOpt(b, "dport", *m.DstPorts, m.InvDstPorts)
 	}
 	return b
 }
@@ -353,11 +353,11 @@ func appendServ(b []byte, p uint16, proto string, numeric bool) []byte {
 
 func (m *TCPMatch) appendList(b []byte, numeric bool) []byte {
 	b = append(b, " tcp"...)
-	if m.hasSrc {
-		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, numeric, "tcp")
+	if m.SrcPorts != nil {
+		b = appendListPorts(b, "spt", *m.SrcPorts, m.InvSrcPorts, numeric, "tcp")
 	}
-	if m.hasDst {
-		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, numeric, "tcp")
+	if m.DstPorts != nil {
+		b = appendListPorts(b, "dpt", *m.DstPorts, m.InvDstPorts, numeric, "tcp")
 	}
 	if m.HasOption {
 		b = append(b, " option="...)
@@ -386,11 +386,11 @@ func (m *UDPMatch) appendList(b []byte, numeric bool) []byte {
 	mod := m.Module()
 	b = append(b, ' ')
 	b = append(b, mod...)
-	if m.hasSrc {
-		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, numeric, mod)
+	if m.SrcPorts != nil {
+		b = appendListPorts(b, "spt", *m.SrcPorts, m.InvSrcPorts, numeric, mod)
 	}
-	if m.hasDst {
-		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, numeric, mod)
+	if m.DstPorts != nil {
+		b = appendListPorts(b, "dpt", *m.DstPorts, m.InvDstPorts, numeric, mod)
 	}
 	return b
 }
@@ -427,7 +427,11 @@ func (m *UDPMatch) match(c *evalCtx) bool {
 // either port differs rather than when both do (seen with nft
 // --debug=netlink; internal/difftest TestKernelInvertedPortPair pins it).
 // The NFTables backend reproduces that; legacy tests each port.
-func portsMatch(c *evalCtx, p *Packet, sp, dp PortRange, invS, invD bool) bool {
+//
+// An absent option (nil) matches every port, whatever its inversion flag.
+func portsMatch(c *evalCtx, p *Packet, spp, dpp *PortRange, invS, invD bool) bool {
+	invS, invD = invS && spp != nil, invD && dpp != nil
+	sp, dp := orAny(spp), orAny(dpp)
 	if invS && invD && sp.Lo == sp.Hi && dp.Lo == dp.Hi && c.host.cfg.Backend == NFTables {
 		return p.SrcPort != sp.Lo || p.DstPort != dp.Lo
 	}

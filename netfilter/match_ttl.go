@@ -9,6 +9,10 @@ import (
 // limit), both read from Packet.TTL: "[!] --ttl-eq N", "--ttl-lt N" or
 // "--ttl-gt N" (--hl-eq, --hl-lt, --hl-gt for hl). Only the equality
 // test may be inverted, and exactly one test is given.
+//
+// Build it by parsing a rule (Ruleset.Exec, Restore): whether it is the
+// ttl or the hl match is unexported state the parser sets; a value built
+// in Go is the ttl match.
 type TTLMatch struct {
 	Op    TTLOp
 	Value uint8

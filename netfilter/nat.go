@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // natKind says which NAT target fired.
@@ -122,9 +123,9 @@ func (h *Host) translate(hk Hook, p *Packet) {
 			p.Src, p.Dst = outer.Src, outer.Dst
 			in := &p.Inner
 			in.Src, in.Dst = inner.Src, inner.Dst
-			if hasPorts(in.Proto) {
+			if in.Proto.HasPorts() {
 				in.SrcPort, in.DstPort = inner.SrcPort, inner.DstPort
-			} else if in.Proto == ProtoICMP || in.Proto == ProtoICMPv6 {
+			} else if in.Proto == inet.ICMP || in.Proto == inet.ICMPv6 {
 				in.ICMPID = inner.SrcPort
 			}
 		}
@@ -134,16 +135,16 @@ func (h *Host) translate(hk Hook, p *Packet) {
 	// every packet of a NATed connection.
 	if k == conntrack.SNAT {
 		p.Src = addr
-		if hasPorts(p.Proto) {
+		if p.Proto.HasPorts() {
 			p.SrcPort = port
 		}
 	} else {
 		p.Dst = addr
-		if hasPorts(p.Proto) {
+		if p.Proto.HasPorts() {
 			p.DstPort = port
 		}
 	}
-	if (p.Proto == ProtoICMP || p.Proto == ProtoICMPv6) && !conntrack.IsICMPError(p.Proto, p.ICMPType) {
+	if (p.Proto == inet.ICMP || p.Proto == inet.ICMPv6) && !conntrack.IsICMPError(p.Proto, p.ICMPType) {
 		p.ICMPID = port // the echo identifier follows the binding
 	}
 }
@@ -152,9 +153,9 @@ func (h *Host) translate(hk Hook, p *Packet) {
 func packetTuple(p *Packet) conntrack.Tuple {
 	t := conntrack.Tuple{Src: p.Src, Dst: p.Dst, Proto: p.Proto}
 	switch {
-	case hasPorts(p.Proto):
+	case p.Proto.HasPorts():
 		t.SrcPort, t.DstPort = p.SrcPort, p.DstPort
-	case p.Proto == ProtoICMP || p.Proto == ProtoICMPv6:
+	case p.Proto == inet.ICMP || p.Proto == inet.ICMPv6:
 		t.SrcPort, t.ICMPType, t.ICMPCode = p.ICMPID, p.ICMPType, p.ICMPCode
 	}
 	return t

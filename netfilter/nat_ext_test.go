@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,7 +21,7 @@ func TestConntrackTimeoutsExpireOnHostClock(t *testing.T) {
 	h := testHost(t, "*nat\n-A POSTROUTING -o eth1 -j SNAT --to-source 10.244.1.1\nCOMMIT\n",
 		HostConfig{Clock: clk, ConntrackTimeouts: conntrack.Timeouts{UDP: 3 * time.Second}})
 	udp := func(src string) Packet {
-		return Packet{Proto: ProtoUDP, Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr("10.244.1.5"), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 38}
+		return Packet{Proto: inet.UDP, Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr("10.244.1.5"), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 38}
 	}
 	a := h.Receive("eth0", udp("192.168.10.2"))
 	require.Equal(t, Forwarded, a.Disposition)
@@ -56,7 +57,7 @@ func TestMasqueradeLoopbackIPv6(t *testing.T) {
 		{"fd00:10::1", "fd00:244::1", "fd00:244::1"},
 		{"10.244.1.1", "192.168.10.1", "192.168.10.1"},
 	} {
-		p := Packet{Proto: ProtoUDP, Src: netip.MustParseAddr(tc.src), Dst: netip.MustParseAddr(tc.dst), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 60}
+		p := Packet{Proto: inet.UDP, Src: netip.MustParseAddr(tc.src), Dst: netip.MustParseAddr(tc.dst), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 60}
 		res := h.Send(p)
 		require.Equal(t, Delivered, res.Disposition, tc.dst)
 		assert.Equal(t, netip.MustParseAddr(tc.want), res.Packet.Src, tc.dst)

@@ -2,56 +2,19 @@ package netfilter
 
 import (
 	"net/netip"
-	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
-
-// TCPFlags is the flags byte of a TCP header.
-type TCPFlags uint8
-
-// TCP flag bits.
-const (
-	FIN TCPFlags = 1 << iota
-	SYN
-	RST
-	PSH
-	ACK
-	URG
-	ECE
-	CWR
-)
-
-var tcpFlagNames = []struct {
-	f    TCPFlags
-	name string
-}{{FIN, "FIN"}, {SYN, "SYN"}, {RST, "RST"}, {PSH, "PSH"}, {ACK, "ACK"}, {URG, "URG"}, {ECE, "ECE"}, {CWR, "CWR"}}
-
-// String returns the flags as iptables names them, comma-separated
-// ("SYN,ACK"), or "NONE".
-func (f TCPFlags) String() string {
-	if f == 0 {
-		return "NONE"
-	}
-	var b strings.Builder
-	for _, n := range tcpFlagNames {
-		if f&n.f != 0 {
-			if b.Len() > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(n.name)
-		}
-	}
-	return b.String()
-}
 
 // Packet is what netfilter sees of a packet: the header fields rules test,
 // the interfaces it crosses and its mark. A Packet is a plain value; the
 // host works on a copy and returns the packet as it leaves in Result.
 type Packet struct {
 	Family           Family
-	Proto            uint8
+	Proto            inet.Proto
 	Src, Dst         netip.Addr
 	SrcPort, DstPort uint16 // TCP, UDP, SCTP, UDP-Lite
-	TCPFlags         TCPFlags
+	TCPFlags         inet.TCPFlags
 	ICMPType         uint8 // ICMP and ICMPv6
 	ICMPCode         uint8
 	ICMPID           uint16 // echo request and reply identifier
@@ -211,7 +174,7 @@ type Packet struct {
 // conntrack and NAT read: its addresses, protocol and ports (or ICMP
 // type, code and identifier).
 type InnerHeader struct {
-	Proto            uint8
+	Proto            inet.Proto
 	Src, Dst         netip.Addr
 	SrcPort, DstPort uint16
 	ICMPType         uint8
@@ -256,23 +219,13 @@ func (p *Packet) SetTCPOption(kind uint8) {
 	p.TCPOptions[kind/64] |= 1 << (kind % 64)
 }
 
-// hasPorts reports whether the protocol carries 16-bit ports at the start
-// of its header.
-func hasPorts(proto uint8) bool {
-	switch proto {
-	case ProtoTCP, ProtoUDP, ProtoSCTP, ProtoUDPLite, 33 /* dccp */ :
-		return true
-	}
-	return false
-}
-
 // TCP returns a TCP segment from src to dst with the given flags and no
 // payload: its Family is the addresses', its TTL 64 and its Length the IP
 // and TCP headers (40 bytes for IPv4, 60 for IPv6). Add a payload's size
 // to Length. For Host.Send, src may have an unset address (the host
 // chooses one) but keeps its port.
-func TCP(src, dst netip.AddrPort, flags TCPFlags) Packet {
-	p := newPacket(ProtoTCP, src.Addr(), dst.Addr(), 20)
+func TCP(src, dst netip.AddrPort, flags inet.TCPFlags) Packet {
+	p := newPacket(inet.TCP, src.Addr(), dst.Addr(), 20)
 	p.SrcPort, p.DstPort, p.TCPFlags = src.Port(), dst.Port(), flags
 	return p
 }
@@ -281,7 +234,7 @@ func TCP(src, dst netip.AddrPort, flags TCPFlags) Packet {
 // does: Length is the IP and UDP headers (28 bytes for IPv4, 48 for
 // IPv6).
 func UDP(src, dst netip.AddrPort) Packet {
-	p := newPacket(ProtoUDP, src.Addr(), dst.Addr(), 8)
+	p := newPacket(inet.UDP, src.Addr(), dst.Addr(), 8)
 	p.SrcPort, p.DstPort = src.Port(), dst.Port()
 	return p
 }
@@ -291,16 +244,16 @@ func UDP(src, dst netip.AddrPort) Packet {
 // echo request is 8 for ICMP, 128 for ICMPv6). Length is the IP and
 // 8-byte ICMP headers. Set ICMPID for an echo, and Inner for an error.
 func ICMP(src, dst netip.Addr, typ, code uint8) Packet {
-	proto := ProtoICMP
+	proto := inet.ICMP
 	if addrFamily(dst) == IPv6 {
-		proto = ProtoICMPv6
+		proto = inet.ICMPv6
 	}
 	p := newPacket(proto, src, dst, 8)
 	p.ICMPType, p.ICMPCode = typ, code
 	return p
 }
 
-func newPacket(proto uint8, src, dst netip.Addr, l4 int) Packet {
+func newPacket(proto inet.Proto, src, dst netip.Addr, l4 int) Packet {
 	f := addrFamily(dst)
 	ip := 20
 	if f == IPv6 {
@@ -344,26 +297,26 @@ func (p *Packet) check(local bool) error {
 	case !local:
 		return badPacket("Src", "no source address (only Send chooses one)")
 	}
-	if (p.SrcPort != 0 || p.DstPort != 0) && !hasPorts(p.Proto) {
+	if (p.SrcPort != 0 || p.DstPort != 0) && !p.Proto.HasPorts() {
 		field := "SrcPort"
 		if p.SrcPort == 0 {
 			field = "DstPort"
 		}
 		return badPacket(field, "protocol "+protoLabel(p.Proto)+" has no ports")
 	}
-	if p.TCPFlags != 0 && p.Proto != ProtoTCP {
+	if p.TCPFlags != 0 && p.Proto != inet.TCP {
 		return badPacket("TCPFlags", "protocol "+protoLabel(p.Proto)+" is not tcp")
 	}
-	if (p.ICMPType != 0 || p.ICMPCode != 0 || p.ICMPID != 0) && p.Proto != ProtoICMP && p.Proto != ProtoICMPv6 {
+	if (p.ICMPType != 0 || p.ICMPCode != 0 || p.ICMPID != 0) && p.Proto != inet.ICMP && p.Proto != inet.ICMPv6 {
 		return badPacket("ICMPType", "protocol "+protoLabel(p.Proto)+" is not icmp or ipv6-icmp")
 	}
 	// ICMP types differ between the families: an echo request is 8 in
 	// ICMP, 128 in ICMPv6, and the icmp match reads one family's only.
 	switch {
-	case p.Proto == ProtoICMP && f == IPv6:
-		return badPacket("Proto", "icmp in an IPv6 packet (ICMPv6 is ProtoICMPv6)")
-	case p.Proto == ProtoICMPv6 && f == IPv4:
-		return badPacket("Proto", "ipv6-icmp in an IPv4 packet (ICMP is ProtoICMP)")
+	case p.Proto == inet.ICMP && f == IPv6:
+		return badPacket("Proto", "icmp in an IPv6 packet (ICMPv6 is inet.ICMPv6)")
+	case p.Proto == inet.ICMPv6 && f == IPv4:
+		return badPacket("Proto", "ipv6-icmp in an IPv4 packet (ICMP is inet.ICMP)")
 	}
 	if p.Length < 0 {
 		return badPacket("Length", "negative")
@@ -372,9 +325,9 @@ func (p *Packet) check(local bool) error {
 }
 
 // protoLabel names a packet's protocol in a refusal.
-func protoLabel(proto uint8) string {
+func protoLabel(proto inet.Proto) string {
 	if proto == 0 {
 		return "0 (Proto unset)"
 	}
-	return protoName(proto)
+	return proto.String()
 }

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"encoding/binary"
+	"github.com/packetwalk/packetwalk/inet"
 	"unsafe"
 )
 
@@ -44,7 +45,7 @@ func buildHeaders(b []byte, p *Packet) []byte {
 		if p.Length >= 40 {
 			be.PutUint16(h[4:], uint16(p.Length-40))
 		}
-		h[6], h[7] = p.Proto, p.TTL
+		h[6], h[7] = byte(p.Proto), p.TTL
 		s, d := p.Src.As16(), p.Dst.As16()
 		copy(h[8:], s[:])
 		copy(h[24:], d[:])
@@ -55,7 +56,7 @@ func buildHeaders(b []byte, p *Packet) []byte {
 		be.PutUint16(h[2:], uint16(p.Length))
 		be.PutUint16(h[4:], p.ID)
 		be.PutUint16(h[6:], p.FragOffset&0x1fff)
-		h[8], h[9] = p.TTL, p.Proto
+		h[8], h[9] = p.TTL, byte(p.Proto)
 		if p.Src.Is4() {
 			s := p.Src.As4()
 			copy(h[12:], s[:])
@@ -70,7 +71,7 @@ func buildHeaders(b []byte, p *Packet) []byte {
 	}
 	l4 := len(b)
 	switch p.Proto {
-	case ProtoTCP:
+	case inet.TCP:
 		b = append(b, make([]byte, 20)...)
 		h := b[l4:]
 		be.PutUint16(h[0:], p.SrcPort)
@@ -79,7 +80,7 @@ func buildHeaders(b []byte, p *Packet) []byte {
 		be.PutUint32(h[8:], p.Ack)
 		h[12], h[13] = 5<<4, byte(p.TCPFlags)
 		be.PutUint16(h[14:], p.Window)
-	case ProtoUDP, ProtoUDPLite:
+	case inet.UDP, inet.UDPLite:
 		b = append(b, make([]byte, 8)...)
 		h := b[l4:]
 		be.PutUint16(h[0:], p.SrcPort)
@@ -87,12 +88,12 @@ func buildHeaders(b []byte, p *Packet) []byte {
 		if n := p.Length - (l4 - ipStart); n > 0 {
 			be.PutUint16(h[4:], uint16(n))
 		}
-	case ProtoSCTP:
+	case inet.SCTP:
 		b = append(b, make([]byte, 12)...)
 		h := b[l4:]
 		be.PutUint16(h[0:], p.SrcPort)
 		be.PutUint16(h[2:], p.DstPort)
-	case ProtoICMP, ProtoICMPv6:
+	case inet.ICMP, inet.ICMPv6:
 		b = append(b, make([]byte, 8)...)
 		h := b[l4:]
 		h[0], h[1] = p.ICMPType, p.ICMPCode

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // instance is one module occurrence while a rule is parsed.
@@ -527,7 +529,7 @@ func (p *ruleParser) setProto(inv bool, v string) error {
 	if err := p.once("-p"); err != nil {
 		return err
 	}
-	proto, ok := parseProto(strings.ToLower(v))
+	proto, ok := inet.ParseProto(strings.ToLower(v))
 	if !ok {
 		return fmt.Errorf("%w: unknown protocol %q specified", ErrBadValue, v)
 	}
@@ -723,19 +725,19 @@ func (p *ruleParser) latestOf(m *module) *instance {
 }
 
 // protoModule names the match an implicit -p loads.
-func protoModule(p uint8) string {
+func protoModule(p inet.Proto) string {
 	switch p {
-	case ProtoTCP:
+	case inet.TCP:
 		return "tcp"
-	case ProtoUDP:
+	case inet.UDP:
 		return "udp"
-	case ProtoICMP:
+	case inet.ICMP:
 		return "icmp"
-	case ProtoICMPv6:
+	case inet.ICMPv6:
 		return "icmp6"
-	case ProtoSCTP:
+	case inet.SCTP:
 		return "sctp"
-	case ProtoUDPLite:
+	case inet.UDPLite:
 		return "udplite"
 	}
 	return ""

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Verdict is the fate netfilter gave a packet.
@@ -80,9 +81,9 @@ type Step struct {
 	// a policy.
 	Text string
 	// Action is what happened: CONTINUE, JUMP:X, GOTO:X, RETURN, ACCEPT,
-	// DROP, REJECT, POLICY:ACCEPT, POLICY:DROP, or ROUTE for the routing
-	// decision.
-	Action string
+	// DROP, REJECT, POLICY:ACCEPT, POLICY:DROP, ENTER for a chain entered,
+	// or ROUTE for the routing decision (its String is that text).
+	Action Action
 	// Packet is the packet when the step happened; nil outside a trace.
 	// Trace steps do not share it with anything that changes later.
 	Packet *Packet
@@ -111,19 +112,18 @@ type Result struct {
 	Emitted []Packet
 	// Trace is every step, when the host's Tracing is on.
 	Trace []Step
-	// Reason explains a drop outside the rules: the routing decision
-	// ("no route to host", "blackhole", "unreachable", "prohibited",
-	// "forwarding disabled", "TTL exceeded"; with
-	// HostConfig.NoRouteLocalnet "martian source" and "martian
-	// destination" for 127.0.0.0/8 received off lo, "invalid source" for
-	// a 127.0.0.0/8 source routed off the host, also after nat OUTPUT),
-	// conntrack ("conntrack table full", "conntrack clash"), or
-	// defragmentation while some rule needs conntrack: a fragment given to
-	// Receive or Send is Held ("fragment held for reassembly ..."), and
-	// FrameHost also reports a fragment that was ignored or broke its queue
-	// (the reason* constants of defrag.go), or Err's text for a refused
-	// packet. It is empty otherwise.
-	Reason string
+	// Reason explains a drop outside the rules (see the Reason constants):
+	// the routing decision (ReasonNoRoute, ReasonBlackhole, ...,
+	// ReasonTTLExceeded; with HostConfig.NoRouteLocalnet
+	// ReasonMartianSource and ReasonMartianDestination for 127.0.0.0/8
+	// received off lo, ReasonInvalidSource for a 127.0.0.0/8 source routed
+	// off the host, also after nat OUTPUT), conntrack (ReasonConntrackFull,
+	// ReasonConntrackClash), or defragmentation while some rule needs
+	// conntrack: a fragment given to Receive or Send is Held
+	// (ReasonFragmentHeld), and FrameHost also reports a fragment that was
+	// ignored or broke its queue; ReasonRefused for a refused packet, whose
+	// Err says why. It is NoReason otherwise.
+	Reason Reason
 	// Conn is the packet's connection after the packet, or nil when the
 	// packet was not tracked (no rule needs conntrack, NOTRACK, INVALID).
 	Conn *conntrack.Entry
@@ -143,7 +143,7 @@ type place struct {
 	// action is Step.Action: ACCEPT, DROP, REJECT or POLICY:X for the
 	// rules, ROUTE or CONNTRACK for a decision outside them. A constant:
 	// recording it costs no allocation.
-	action string
+	action Action
 }
 
 // writeStep writes w into s field by field: a Step built whole and then
@@ -161,11 +161,11 @@ func (w *place) writeStep(s *Step) {
 	}
 }
 
-func (h *Host) decide(c *evalCtx, r *crule, action string) {
+func (h *Host) decide(c *evalCtx, r *crule, action Action) {
 	h.where = place{r: r, hook: c.hook, table: c.table, action: action}
 }
 
-func (h *Host) traceStep(c *evalCtx, r *crule, action string) {
+func (h *Host) traceStep(c *evalCtx, r *crule, action Action) {
 	if !h.Tracing {
 		return
 	}
@@ -239,8 +239,8 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 				info, err = h.ct.Track(f)
 			}
 			if err != nil {
-				res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack table full"
-				h.where = place{hook: hk, action: "CONNTRACK"}
+				res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, ReasonConntrackFull
+				h.where = place{hook: hk, action: Action{Kind: ActionConntrack}}
 				return false
 			}
 			h.cur = info
@@ -250,8 +250,8 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			// reply attached to a new connection does not).
 			if h.cur.Entry != nil && !h.cur.Entry.Confirmed() && h.cur.Dir == conntrack.Original && !h.explaining {
 				if err := h.ct.Confirm(h.cur.Entry); err != nil {
-					res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, "conntrack clash"
-					h.where = place{hook: hk, action: "CONNTRACK"}
+					res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, ReasonConntrackClash
+					h.where = place{hook: hk, action: Action{Kind: ActionConntrack}}
 					return false
 				}
 			}
@@ -290,7 +290,7 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 		c.pkt, c.hook, c.table, c.rule, c.matchIdx = p, hk, id, nil, 0
 		c.hotdrop, c.rejected, c.reject, c.notrack, c.tmpl, c.ctReady, c.nat = false, false, 0, false, false, false, nil
 		if h.Tracing && !h.explaining {
-			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: "ENTER", Packet: p.clone()})
+			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: Action{Kind: ActionEnter}, Packet: p.clone()})
 		}
 		v := h.runTable(t, c)
 		if id == Raw && c.notrack {
@@ -340,15 +340,15 @@ func (h *Host) rerouteLocalnet(p *Packet, res *Result) bool {
 		return true
 	}
 	res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reasonInvalidSource
-	h.where = place{hook: Output, table: NAT, action: "ROUTE"}
+	h.where = place{hook: Output, table: NAT, action: Action{Kind: ActionRoute}}
 	return false
 }
 
 // Reasons of the routing decision under route_localnet=0.
 const (
-	reasonMartianSource = "martian source"
-	reasonMartianDest   = "martian destination"
-	reasonInvalidSource = "invalid source"
+	reasonMartianSource = ReasonMartianSource
+	reasonMartianDest   = ReasonMartianDestination
+	reasonInvalidSource = ReasonInvalidSource
 )
 
 // localnetRefused reports whether a is in 127.0.0.0/8 while
@@ -359,9 +359,9 @@ func (h *Host) localnetRefused(a netip.Addr) bool {
 
 // martian names why the input routing decision (ip_route_input_slow)
 // refuses a packet received on a device other than lo: a 127.0.0.0/8
-// destination, else source, under route_localnet=0. It returns "" when the
+// destination, else source, under route_localnet=0. It returns NoReason when the
 // packet may be routed.
-func (h *Host) martian(p *Packet) string {
+func (h *Host) martian(p *Packet) Reason {
 	switch {
 	case p.In == "lo":
 	case h.localnetRefused(p.Dst):
@@ -369,7 +369,7 @@ func (h *Host) martian(p *Packet) string {
 	case h.localnetRefused(p.Src):
 		return reasonMartianSource
 	}
-	return ""
+	return NoReason
 }
 
 // fillCT describes the packet's connection for the conntrack matches.
@@ -379,8 +379,8 @@ func (h *Host) fillCT(c *evalCtx) {
 		// The template of CT --zone/--ctevents: a connection in the
 		// original direction, NEW, with the confirmed bit set so that it is
 		// never inserted, and the mark CONNMARK gave it.
-		c.ct.tracked, c.ct.tmpl, c.ct.state = true, true, CTNew
-		c.ct.status, c.ct.mark = CTStatus(conntrack.StatusConfirmed), c.tmplMark
+		c.ct.tracked, c.ct.tmpl, c.ct.state = true, true, stateBit(conntrack.StateNew)
+		c.ct.status, c.ct.mark = conntrack.StatusConfirmed, c.tmplMark
 		return
 	}
 	e := h.cur.Entry
@@ -391,20 +391,16 @@ func (h *Host) fillCT(c *evalCtx) {
 	ct.tracked = true
 	ct.reply = h.cur.Dir == conntrack.Reply
 	switch h.cur.State {
-	case conntrack.StateNew:
-		ct.state = CTNew
-	case conntrack.StateEstablished:
-		ct.state = CTEstablished
-	case conntrack.StateRelated:
-		ct.state = CTRelated
+	case conntrack.StateNew, conntrack.StateEstablished, conntrack.StateRelated:
+		ct.state = stateBit(h.cur.State)
 	}
 	if e.NATed(conntrack.SNAT) {
-		ct.state |= CTSNAT
+		ct.state |= natStateBit(conntrack.SNAT)
 	}
 	if e.NATed(conntrack.DNAT) {
-		ct.state |= CTDNAT
+		ct.state |= natStateBit(conntrack.DNAT)
 	}
-	ct.status = CTStatus(e.Status)
+	ct.status = e.Status
 	ct.mark = e.Mark
 }
 
@@ -432,18 +428,18 @@ func fillFacts(f *conntrack.Facts, p *Packet) {
 	f.Src, f.Dst, f.Proto, f.Zone = p.Src, p.Dst, p.Proto, 0
 	f.SrcPort, f.DstPort, f.ICMPType, f.ICMPCode = 0, 0, 0, 0
 	switch {
-	case hasPorts(p.Proto):
+	case p.Proto.HasPorts():
 		f.SrcPort, f.DstPort = p.SrcPort, p.DstPort
-	case p.Proto == ProtoICMP || p.Proto == ProtoICMPv6:
+	case p.Proto == inet.ICMP || p.Proto == inet.ICMPv6:
 		f.SrcPort, f.ICMPType, f.ICMPCode = p.ICMPID, p.ICMPType, p.ICMPCode
 	}
-	f.TCPFlags, f.Len = uint8(p.TCPFlags), p.Length
+	f.TCPFlags, f.Len = p.TCPFlags, p.Length
 	if conntrack.IsICMPError(p.Proto, p.ICMPType) {
 		f.Inner = innerTuple(&p.Inner)
 	} else if f.Inner.Proto != 0 || f.Inner.Src.IsValid() {
 		f.Inner = conntrack.Tuple{}
 	}
-	if p.Proto != ProtoTCP {
+	if p.Proto != inet.TCP {
 		f.Seq, f.Ack, f.Window, f.PayloadLen = 0, 0, 0, 0
 		f.HasOptions, f.WScale, f.HasWScale, f.SACKPerm, f.SACKEnd, f.HasSACK = false, 0, false, false, 0, false
 		return
@@ -471,9 +467,9 @@ func fillFacts(f *conntrack.Facts, p *Packet) {
 func innerTuple(in *InnerHeader) conntrack.Tuple {
 	t := conntrack.Tuple{Src: in.Src, Dst: in.Dst, Proto: in.Proto}
 	switch {
-	case hasPorts(in.Proto):
+	case in.Proto.HasPorts():
 		t.SrcPort, t.DstPort = in.SrcPort, in.DstPort
-	case in.Proto == ProtoICMP || in.Proto == ProtoICMPv6:
+	case in.Proto == inet.ICMP || in.Proto == inet.ICMPv6:
 		t.SrcPort, t.ICMPType, t.ICMPCode = in.ICMPID, in.ICMPType, in.ICMPCode
 	}
 	return t
@@ -551,7 +547,7 @@ func (h *Host) admit(p *Packet, iface string) error {
 
 // refuse writes the result of a packet the host refused to walk.
 func refuse(res *Result, err error) {
-	res.Verdict, res.Disposition, res.Reason, res.Err = VerdictRefused, Refused, err.Error(), err
+	res.Verdict, res.Disposition, res.Reason, res.Err = VerdictRefused, Refused, ReasonRefused, err
 	res.Where, res.Emitted, res.Trace, res.Conn = Step{}, nil, nil, nil
 }
 
@@ -561,7 +557,7 @@ func (h *Host) walk(res *Result, local bool) {
 	h.trace = h.trace[:0]
 	h.where = place{}
 	h.cur, h.notrack, h.loopback, h.attached = conntrack.Info{}, false, false, false
-	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, "", nil, nil, nil
+	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, NoReason, nil, nil, nil
 	res.Emitted = res.Emitted[:0]
 	p := &res.Packet
 	if p.FragOffset != 0 && h.defragging(p.Family) {
@@ -595,12 +591,12 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 	if local {
 		out := h.route(p.Dst)
 		reason := routeFailure(out)
-		if reason == "" && out.Type != RouteLocal && h.localnetRefused(p.Src) {
+		if reason == NoReason && out.Type != RouteLocal && h.localnetRefused(p.Src) {
 			reason = reasonInvalidSource // a socket bound to 127.0.0.1 cannot reach off the host
 		}
-		if reason != "" {
+		if reason != NoReason {
 			res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-			h.where = place{hook: Output, action: "ROUTE"}
+			h.where = place{hook: Output, action: Action{Kind: ActionRoute}}
 			return
 		}
 		p.Out = out.Iface
@@ -634,9 +630,9 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 	if !h.runHook(Prerouting, p, res) {
 		return
 	}
-	if reason := h.martian(p); reason != "" {
+	if reason := h.martian(p); reason != NoReason {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-		h.where = place{hook: Prerouting, action: "ROUTE"}
+		h.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
 	}
 	out := h.route(p.Dst)
@@ -649,15 +645,15 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 	}
 	reason := routeFailure(out)
 	switch {
-	case reason != "":
+	case reason != NoReason:
 	case h.cfg.NoForwarding:
-		reason = "forwarding disabled"
+		reason = ReasonForwardingDisabled
 	case p.TTL <= 1:
-		reason = "TTL exceeded"
+		reason = ReasonTTLExceeded
 	}
-	if reason != "" {
+	if reason != NoReason {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-		h.where = place{hook: Prerouting, action: "ROUTE"}
+		h.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
 	}
 	p.Out = out.Iface
@@ -708,7 +704,7 @@ func (h *Host) sendEmitted(r Packet) (Packet, bool) {
 		h.attached = true
 	}
 	out := h.route(r.Dst)
-	if routeFailure(out) != "" {
+	if routeFailure(out) != NoReason {
 		return Packet{}, false
 	}
 	r.In, r.Out = "", out.Iface

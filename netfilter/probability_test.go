@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -36,7 +37,7 @@ func TestProbabilityCmpIsExact(t *testing.T) {
 			probs[i] = rapid.SampledFrom(choices).Draw(t, "p")
 		}
 		h := testExplainHost(t, cascadeRules(probs), false)
-		out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN))
+		out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN))
 		require.NoError(t, err)
 		sum := new(big.Rat)
 		for i, a := range out {
@@ -56,7 +57,7 @@ func TestProbabilityCmpIsExact(t *testing.T) {
 // falls through, probability 0 never matches.
 func TestExplainSkipsImpossibleBranches(t *testing.T) {
 	h := testHost(t, cascadeRules([]string{"0", "1"}), HostConfig{})
-	out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN))
+	out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN))
 	require.NoError(t, err)
 	require.Len(t, out, 1)
 	assert.Equal(t, "1/1", out[0].Probability.String())
@@ -66,14 +67,14 @@ func TestExplainSkipsImpossibleBranches(t *testing.T) {
 // Probabilities computed lazily may be read from several goroutines.
 func TestProbabilityConcurrentUse(t *testing.T) {
 	h := testHost(t, kubeServiceRules(40), HostConfig{})
-	out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN))
+	out, err := h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN))
 	require.NoError(t, err)
 	require.Len(t, out, 40)
 	want := make([]string, len(out))
 	for i, o := range out {
 		want[i] = o.Probability.Rat().String()
 	}
-	out, err = h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, SYN))
+	out, err = h.Explain("eth0", tcpPacket("192.168.10.2", "10.96.0.10", 80, inet.SYN))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	got := make([][]string, 4)

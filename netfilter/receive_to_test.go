@@ -3,6 +3,7 @@ package netfilter
 import (
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,12 +30,12 @@ COMMIT
 -A FORWARD -p udp -j DROP
 COMMIT
 `
-	syn := tcpPacket("192.168.10.2", "192.168.10.1", 80, SYN)
-	synAck := tcpPacket("10.244.1.9", "10.244.1.1", 0, SYN|ACK)
+	syn := tcpPacket("192.168.10.2", "192.168.10.1", 80, inet.SYN)
+	synAck := tcpPacket("10.244.1.9", "10.244.1.1", 0, inet.SYN|inet.ACK)
 	synAck.SrcPort, synAck.DstPort = 8080, 40000
 	ack := syn
-	ack.TCPFlags = ACK
-	udp := Packet{Proto: ProtoUDP, Src: syn.Src, Dst: synAck.Src, SrcPort: 5, DstPort: 53, TTL: 64, Length: 40}
+	ack.TCPFlags = inet.ACK
+	udp := Packet{Proto: inet.UDP, Src: syn.Src, Dst: synAck.Src, SrcPort: 5, DstPort: 53, TTL: 64, Length: 40}
 	type send struct {
 		in  string // "" for a local process
 		pkt Packet
@@ -43,11 +44,11 @@ COMMIT
 		{"eth0", syn},
 		{"eth1", synAck},
 		{"eth0", ack},
-		{"eth0", tcpPacket("192.168.10.2", "192.168.10.1", 22, SYN)},
-		{"eth0", tcpPacket("192.168.10.2", "10.244.1.9", 81, SYN)},
+		{"eth0", tcpPacket("192.168.10.2", "192.168.10.1", 22, inet.SYN)},
+		{"eth0", tcpPacket("192.168.10.2", "10.244.1.9", 81, inet.SYN)},
 		{"eth0", udp},
-		{"eth0", tcpPacket("192.168.10.2", "10.244.1.9", 81, SYN)},
-		{"", tcpPacket("10.244.1.1", "192.168.10.1", 80, SYN)},
+		{"eth0", tcpPacket("192.168.10.2", "10.244.1.9", 81, inet.SYN)},
+		{"", tcpPacket("10.244.1.1", "192.168.10.1", 80, inet.SYN)},
 		{"eth0", ack},
 	}
 	dispositions := []Disposition{Forwarded, Forwarded, Forwarded, Rejected, Rejected, Dropped, Rejected, Sent, Forwarded}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
@@ -113,7 +114,7 @@ func TestRedirectAddressKernel(t *testing.T) {
 		require.NoError(t, h.AddInterface("eth0", eth0...))
 		require.NoError(t, h.AddInterface("eth1", eth1...))
 		require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
-		p := Packet{Proto: ProtoTCP, Src: src, Dst: dst, SrcPort: 40000, DstPort: 80, TCPFlags: SYN, Seq: 1, TTL: 64, Length: 40}
+		p := Packet{Proto: inet.TCP, Src: src, Dst: dst, SrcPort: 40000, DstPort: 80, TCPFlags: inet.SYN, Seq: 1, TTL: 64, Length: 40}
 		if v6 {
 			p.Length = 60
 		}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func TestRedirectAddress(t *testing.T) {
 	require.NoError(t, h.Restore(IPv4, []byte(rules), RestoreOptions{}))
 	require.NoError(t, h.Restore(IPv6, []byte(rules), RestoreOptions{}))
 	syn := func(src, dst string) Packet {
-		return Packet{Proto: ProtoTCP, Src: a(src), Dst: a(dst), SrcPort: 40000, DstPort: 80, TCPFlags: SYN, TTL: 64, Length: 60}
+		return Packet{Proto: inet.TCP, Src: a(src), Dst: a(dst), SrcPort: 40000, DstPort: 80, TCPFlags: inet.SYN, TTL: 64, Length: 60}
 	}
 	for _, tc := range []struct {
 		iface, src, dst, want string

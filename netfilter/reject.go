@@ -1,6 +1,9 @@
 package netfilter
 
-import "net/netip"
+import (
+	"github.com/packetwalk/packetwalk/inet"
+	"net/netip"
+)
 
 // rejectKind is what REJECT asked for; the evaluator carries it to the
 // host, which builds the reply.
@@ -33,19 +36,19 @@ func buildReject(p *Packet, k rejectKind) (Packet, bool) {
 	}
 	r := Packet{Family: p.Family, Src: p.Dst, Dst: p.Src, TTL: defaultTTL, Out: p.In}
 	if k == RejectTCPReset {
-		if p.Proto != ProtoTCP || p.TCPFlags&RST != 0 {
+		if p.Proto != inet.TCP || p.TCPFlags&inet.RST != 0 {
 			return Packet{}, false
 		}
-		r.Proto, r.SrcPort, r.DstPort = ProtoTCP, p.DstPort, p.SrcPort
+		r.Proto, r.SrcPort, r.DstPort = inet.TCP, p.DstPort, p.SrcPort
 		// A segment with ACK gets a bare RST carrying its ack number as
 		// sequence; one without (a SYN) gets RST|ACK acknowledging it.
 		// The numbers matter to conntrack when the reset is not attached
 		// to a connection (sendEmitted) and is tracked like any packet.
 		var ack bool
 		ack, r.Seq, r.Ack = resetSeq(p)
-		r.TCPFlags = RST
+		r.TCPFlags = inet.RST
 		if ack {
-			r.TCPFlags |= ACK
+			r.TCPFlags |= inet.ACK
 		}
 		r.Length = 20 + 20
 		if p.Family == IPv6 {
@@ -58,20 +61,20 @@ func buildReject(p *Packet, k rejectKind) (Packet, bool) {
 	}
 	if p.Family == IPv6 {
 		// ICMPv6 error types are below 128; informational ones above.
-		if p.Proto == ProtoICMPv6 && p.ICMPType < 128 {
+		if p.Proto == inet.ICMPv6 && p.ICMPType < 128 {
 			return Packet{}, false
 		}
-		r.Proto, r.ICMPType, r.ICMPCode = ProtoICMPv6, 1, rejectTypes[k].code
+		r.Proto, r.ICMPType, r.ICMPCode = inet.ICMPv6, 1, rejectTypes[k].code
 		r.Length = min(40+8+p.Length, icmp6ErrorMax)
 		return r, true
 	}
 	if p.Dst == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
 		return Packet{}, false
 	}
-	if p.Proto == ProtoICMP && icmpIsError(p.ICMPType) {
+	if p.Proto == inet.ICMP && icmpIsError(p.ICMPType) {
 		return Packet{}, false
 	}
-	r.Proto, r.ICMPType, r.ICMPCode = ProtoICMP, 3, rejectTypes[k].code
+	r.Proto, r.ICMPType, r.ICMPCode = inet.ICMP, 3, rejectTypes[k].code
 	// icmp_send marks errors as internetwork control, keeping the TOS bits.
 	r.TOS = p.TOS&0x1e | 0xc0
 	r.Length = min(20+8+p.Length, icmpErrorMax)
@@ -113,7 +116,7 @@ func (h *Host) rejectReply(p *Packet, k rejectKind) (Packet, bool) {
 			return Packet{}, false
 		}
 	}
-	if r.Proto != ProtoTCP {
+	if r.Proto != inet.TCP {
 		r.Inner = InnerHeader{Proto: p.Proto, Src: p.Src, Dst: p.Dst, SrcPort: p.SrcPort, DstPort: p.DstPort,
 			ICMPType: p.ICMPType, ICMPCode: p.ICMPCode, ICMPID: p.ICMPID}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
@@ -131,7 +132,7 @@ func TestLocalRejectKernel(t *testing.T) {
 						require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
 						require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
 						require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
-						p := Packet{Proto: ProtoTCP, Src: src, Dst: dst, SrcPort: 40000, DstPort: dport, TCPFlags: SYN, Seq: 1, TTL: 64, Length: 40}
+						p := Packet{Proto: inet.TCP, Src: src, Dst: dst, SrcPort: 40000, DstPort: dport, TCPFlags: inet.SYN, Seq: 1, TTL: 64, Length: 40}
 						if v6 {
 							p.Length = 60
 						}
@@ -184,9 +185,9 @@ func TestLocalRejectInvalidLoopedKernel(t *testing.T) {
 				_ = lab.SendFromNode(pkt) // the REJECTed one fails with EPERM
 				_, err = lab.Settle()
 				require.NoError(t, err)
-				p := Packet{Proto: ProtoTCP, Src: lo, Dst: lo, SrcPort: 40000, DstPort: 80, TCPFlags: SYN, Seq: 1, TTL: 64, Length: 40}
+				p := Packet{Proto: inet.TCP, Src: lo, Dst: lo, SrcPort: 40000, DstPort: 80, TCPFlags: inet.SYN, Seq: 1, TTL: 64, Length: 40}
 				if flags != "SYN" {
-					p.TCPFlags |= FIN
+					p.TCPFlags |= inet.FIN
 				}
 				if v6 {
 					p.Length = 60

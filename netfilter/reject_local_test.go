@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -67,8 +68,8 @@ COMMIT
 			require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")))
 			require.NoError(t, h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24")))
 			require.NoError(t, h.Restore(IPv4, []byte(strings.ReplaceAll(rules, "REJECT_WITH", tc.with)), RestoreOptions{}))
-			res := h.Send(Packet{Proto: ProtoTCP, Src: a("192.168.10.1"), Dst: a(tc.dst), SrcPort: 40000, DstPort: tc.dport,
-				TCPFlags: SYN, Seq: 1, TTL: 64, Length: 40})
+			res := h.Send(Packet{Proto: inet.TCP, Src: a("192.168.10.1"), Dst: a(tc.dst), SrcPort: 40000, DstPort: tc.dport,
+				TCPFlags: inet.SYN, Seq: 1, TTL: 64, Length: 40})
 			assert.Equal(t, Rejected, res.Disposition)
 			assert.Equal(t, VerdictReject, res.Verdict)
 			require.Len(t, res.Emitted, 1)
@@ -133,10 +134,10 @@ func TestRejectOfInvalidLoopedPacketIsTracked(t *testing.T) {
 		}
 		h := NewHost(HostConfig{})
 		require.NoError(t, h.Restore(f, []byte(invalidLoopRules(f)), RestoreOptions{}))
-		syn := Packet{Proto: ProtoTCP, Src: lo, Dst: lo, SrcPort: 40000, DstPort: 80, TCPFlags: SYN, Seq: 1, TTL: 64, Length: 60}
+		syn := Packet{Proto: inet.TCP, Src: lo, Dst: lo, SrcPort: 40000, DstPort: 80, TCPFlags: inet.SYN, Seq: 1, TTL: 64, Length: 60}
 		assert.Equal(t, Dropped, h.Send(syn).Disposition)
 		synFin := syn
-		synFin.TCPFlags |= FIN
+		synFin.TCPFlags |= inet.FIN
 		res := h.Send(synFin)
 		assert.Equal(t, Rejected, res.Disposition)
 		require.Len(t, res.Emitted, 1)

@@ -75,19 +75,19 @@ func (f *fib) lookup4(h *Host, dst netip.Addr) *Route {
 	return nil
 }
 
-// routeFailure names why a route lookup gives no way out, or "".
-func routeFailure(r *Route) string {
+// routeFailure names why a route lookup gives no way out, or NoReason.
+func routeFailure(r *Route) Reason {
 	switch {
 	case r == nil:
-		return "no route to host"
+		return ReasonNoRoute
 	case r.Type == RouteBlackhole:
-		return "blackhole"
+		return ReasonBlackhole
 	case r.Type == RouteUnreachable:
-		return "unreachable"
+		return ReasonUnreachable
 	case r.Type == RouteProhibit:
-		return "prohibited"
+		return ReasonProhibited
 	}
-	return ""
+	return NoReason
 }
 
 // route returns the longest-prefix route to dst, or nil: for the host's

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
@@ -114,7 +115,7 @@ func TestRouteLocalnetKernel(t *testing.T) {
 				require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0))
 				require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
 				require.NoError(t, h.Restore(IPv4, []byte(localnetRules), RestoreOptions{}))
-				p := Packet{Proto: ProtoTCP, Src: spec.Src, Dst: spec.Dst, SrcPort: 40000, DstPort: tc.dport, TCPFlags: SYN, TTL: 64, Length: 40}
+				p := Packet{Proto: inet.TCP, Src: spec.Src, Dst: spec.Dst, SrcPort: 40000, DstPort: tc.dport, TCPFlags: inet.SYN, TTL: 64, Length: 40}
 				var res Result
 				if tc.local {
 					res = h.Send(p)
@@ -127,7 +128,7 @@ func TestRouteLocalnetKernel(t *testing.T) {
 				if len(obs.Server) > 0 {
 					assert.Equal(t, obs.Server[0].Summary.Src, res.Packet.Src, "source on the wire")
 				}
-				assert.Equal(t, sendErr != nil, res.Disposition == Dropped && res.Reason != "" && tc.local, "sendto error")
+				assert.Equal(t, sendErr != nil, res.Disposition == Dropped && res.Reason != NoReason && tc.local, "sendto error")
 				for _, tbl := range h.Ruleset(IPv4).Tables() {
 					for _, ch := range tbl.Chains() {
 						for n, r := range ch.Rules {

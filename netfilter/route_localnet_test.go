@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -34,31 +35,31 @@ func TestRouteLocalnet(t *testing.T) {
 		outSrc     string // the source as the packet leaves or is dropped
 	}{
 		{"dst 127.0.0.1 on eth0", true, "eth0", "192.168.10.2", "127.0.0.1", 80, Dropped, "martian destination",
-			Step{Hook: Prerouting, Action: "ROUTE"}, "192.168.10.2"},
+			Step{Hook: Prerouting, Action: Action{Kind: ActionRoute}}, "192.168.10.2"},
 		{"dst 127.0.0.1 on eth0, localnet", false, "eth0", "192.168.10.2", "127.0.0.1", 80, Dropped, "",
-			Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 2, Text: "-A INPUT -p tcp -j DROP", Action: "DROP"}, "192.168.10.2"},
+			Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 2, Text: "-A INPUT -p tcp -j DROP", Action: Action{Kind: ActionDrop}}, "192.168.10.2"},
 		{"src 127.0.0.5 on eth0", true, "eth0", "127.0.0.5", "10.244.1.5", 80, Dropped, "martian source",
-			Step{Hook: Prerouting, Action: "ROUTE"}, "127.0.0.5"},
+			Step{Hook: Prerouting, Action: Action{Kind: ActionRoute}}, "127.0.0.5"},
 		{"src 127.0.0.5 on eth0, localnet", false, "eth0", "127.0.0.5", "10.244.1.5", 80, Forwarded, "",
-			Step{Hook: Postrouting, Table: NAT, Chain: "POSTROUTING", Rule: 2, Text: "-A POSTROUTING -s 127.0.0.0/8 -o eth1 -j MASQUERADE", Action: "ACCEPT"}, "10.244.1.1"},
+			Step{Hook: Postrouting, Table: NAT, Chain: "POSTROUTING", Rule: 2, Text: "-A POSTROUTING -s 127.0.0.0/8 -o eth1 -j MASQUERADE", Action: Action{Kind: ActionAccept}}, "10.244.1.1"},
 		{"martian destination wins over source", true, "eth0", "127.0.0.5", "127.0.0.1", 80, Dropped, "martian destination",
-			Step{Hook: Prerouting, Action: "ROUTE"}, "127.0.0.5"},
+			Step{Hook: Prerouting, Action: Action{Kind: ActionRoute}}, "127.0.0.5"},
 		{"DNAT to 127.0.0.1", true, "eth0", "192.168.10.2", "192.168.10.1", 30020, Dropped, "martian destination",
-			Step{Hook: Prerouting, Action: "ROUTE"}, "192.168.10.2"},
+			Step{Hook: Prerouting, Action: Action{Kind: ActionRoute}}, "192.168.10.2"},
 		{"loopback is not martian", true, "lo", "127.0.0.1", "127.0.0.1", 80, Dropped, "",
-			Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 2, Text: "-A INPUT -p tcp -j DROP", Action: "DROP"}, "127.0.0.1"},
+			Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 2, Text: "-A INPUT -p tcp -j DROP", Action: Action{Kind: ActionDrop}}, "127.0.0.1"},
 		{"localhost NodePort", true, "", "127.0.0.1", "127.0.0.1", 30020, Dropped, "invalid source",
-			Step{Hook: Output, Table: NAT, Action: "ROUTE"}, "127.0.0.1"},
+			Step{Hook: Output, Table: NAT, Action: Action{Kind: ActionRoute}}, "127.0.0.1"},
 		{"localhost NodePort, localnet", false, "", "127.0.0.1", "127.0.0.1", 30020, Sent, "",
-			Step{Hook: Postrouting, Table: NAT, Chain: "POSTROUTING", Rule: 2, Text: "-A POSTROUTING -s 127.0.0.0/8 -o eth1 -j MASQUERADE", Action: "ACCEPT"}, "10.244.1.1"},
+			Step{Hook: Postrouting, Table: NAT, Chain: "POSTROUTING", Rule: 2, Text: "-A POSTROUTING -s 127.0.0.0/8 -o eth1 -j MASQUERADE", Action: Action{Kind: ActionAccept}}, "10.244.1.1"},
 		{"socket bound to 127.0.0.1", true, "", "127.0.0.1", "10.244.1.5", 80, Dropped, "invalid source",
-			Step{Hook: Output, Action: "ROUTE"}, "127.0.0.1"},
+			Step{Hook: Output, Action: Action{Kind: ActionRoute}}, "127.0.0.1"},
 		{"unbound socket to 127.0.0.1", true, "", "", "127.0.0.1", 80, Dropped, "",
-			Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 2, Text: "-A INPUT -p tcp -j DROP", Action: "DROP"}, "127.0.0.1"},
+			Step{Hook: Input, Table: Filter, Chain: "INPUT", Rule: 2, Text: "-A INPUT -p tcp -j DROP", Action: Action{Kind: ActionDrop}}, "127.0.0.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := localnetHost(t, tc.noLocalnet)
-			p := Packet{Proto: ProtoTCP, Dst: a(tc.dst), SrcPort: 40000, DstPort: tc.dport, TCPFlags: SYN, TTL: 64, Length: 40}
+			p := Packet{Proto: inet.TCP, Dst: a(tc.dst), SrcPort: 40000, DstPort: tc.dport, TCPFlags: inet.SYN, TTL: 64, Length: 40}
 			if tc.src != "" {
 				p.Src = a(tc.src)
 			}
@@ -69,7 +70,7 @@ func TestRouteLocalnet(t *testing.T) {
 				res = h.Receive(tc.in, p)
 			}
 			assert.Equal(t, tc.disp, res.Disposition)
-			assert.Equal(t, tc.reason, res.Reason)
+			assert.Equal(t, tc.reason, res.Reason.String())
 			assert.Equal(t, tc.where, res.Where)
 			assert.Equal(t, a(tc.outSrc), res.Packet.Src)
 		})
@@ -81,9 +82,9 @@ func TestRouteLocalnet(t *testing.T) {
 // as in the kernel (TestRouteLocalnetKernel).
 func TestRouteLocalnetCounters(t *testing.T) {
 	h := localnetHost(t, true)
-	res := h.Send(Packet{Proto: ProtoTCP, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"),
-		SrcPort: 40000, DstPort: 30020, TCPFlags: SYN, TTL: 64, Length: 40})
-	require.Equal(t, "invalid source", res.Reason)
+	res := h.Send(Packet{Proto: inet.TCP, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"),
+		SrcPort: 40000, DstPort: 30020, TCPFlags: inet.SYN, TTL: 64, Length: 40})
+	require.Equal(t, ReasonInvalidSource, res.Reason)
 	// The DNAT happened before the drop.
 	assert.Equal(t, netip.MustParseAddr("10.244.1.5"), res.Packet.Dst)
 	var hit []string
@@ -121,7 +122,7 @@ COMMIT
 			fmt.Println(err)
 			return
 		}
-		res := h.Send(Packet{Proto: ProtoTCP, Dst: netip.MustParseAddr("127.0.0.1"), SrcPort: 40000, DstPort: 30020, TCPFlags: SYN, TTL: 64})
+		res := h.Send(Packet{Proto: inet.TCP, Dst: netip.MustParseAddr("127.0.0.1"), SrcPort: 40000, DstPort: 30020, TCPFlags: inet.SYN, TTL: 64})
 		localnet := 1
 		if off {
 			localnet = 0

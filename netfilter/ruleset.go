@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Counters are a rule's or a policy's packet and byte counts.
@@ -283,7 +285,7 @@ type IPSpec struct {
 	SrcMask, DstMask netip.Addr
 	In, Out          string // interface names; a trailing '+' is a prefix wildcard
 	InvIn, InvOut    bool
-	Proto            uint8 // 0: any protocol
+	Proto            inet.Proto // 0: any protocol
 	InvProto         bool
 	Fragment         Fragment
 }

@@ -47,7 +47,7 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 		}
 		if !r.matchIP(p) || (len(r.matches) > 0 && !h.runMatches(r, c)) {
 			if c.hotdrop {
-				h.decide(c, r, "DROP")
+				h.decide(c, r, Action{Kind: ActionDrop})
 				return vDrop
 			}
 			pc++
@@ -67,22 +67,22 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 		}
 		switch kind {
 		case vContinue:
-			h.traceStep(c, r, "CONTINUE")
+			h.traceStep(c, r, Action{Kind: ActionContinue})
 			pc++
 		case vAccept:
-			h.traceStep(c, r, "ACCEPT")
-			h.decide(c, r, "ACCEPT")
+			h.traceStep(c, r, Action{Kind: ActionAccept})
+			h.decide(c, r, Action{Kind: ActionAccept})
 			return vAccept
 		case vDrop:
-			action := "DROP"
+			action := Action{Kind: ActionDrop}
 			if c.rejected {
-				action = "REJECT"
+				action.Kind = ActionReject
 			}
 			h.traceStep(c, r, action)
 			h.decide(c, r, action)
 			return vDrop
 		case vReturn:
-			h.traceStep(c, r, "RETURN")
+			h.traceStep(c, r, Action{Kind: ActionReturn})
 			if sp == 0 {
 				// RETURN from a built-in chain, or from a user chain
 				// entered by goto from it, applies the policy.
@@ -137,9 +137,9 @@ func (h *Host) runMatches(r *crule, c *evalCtx) bool {
 }
 
 // policyAction is the trace action of a built-in chain's policy.
-func policyAction(p Policy) string {
+func policyAction(p Policy) Action {
 	if p == PolicyDrop {
-		return "POLICY:DROP"
+		return Action{Kind: ActionPolicyDrop}
 	}
-	return "POLICY:ACCEPT"
+	return Action{Kind: ActionPolicyAccept}
 }

@@ -127,7 +127,7 @@ func (r *Rule) appendSpec(b []byte, cnt *Counters) []byte {
 	if ip.Proto != 0 {
 		b = appendNot(b, ip.InvProto)
 		b = append(b, " -p "...)
-		b = append(b, protoName(ip.Proto)...)
+		b = append(b, ip.Proto.String()...)
 	}
 	switch ip.Fragment {
 	case OnlyFragments:
@@ -299,20 +299,20 @@ func shownMatches(r *Rule) []Match {
 // vanishes reports whether iptables-nft lists m not at all: its only
 // options are inverted full port ranges.
 func (m *TCPMatch) vanishes() bool {
-	return m.dropped && !m.hasSrc && !m.hasDst && m.FlagsMask == 0 && !m.HasOption
+	return m.dropped && m.SrcPorts == nil && m.DstPorts == nil && m.FlagsMask == 0 && !m.HasOption
 }
 
 // vanishes is TCPMatch.vanishes for udp.
-func (m *UDPMatch) vanishes() bool { return m.dropped && !m.hasSrc && !m.hasDst }
+func (m *UDPMatch) vanishes() bool { return m.dropped && m.SrcPorts == nil && m.DstPorts == nil }
 
 // fold overlays the options o gives on m.
 func (m *TCPMatch) fold(o *TCPMatch) {
 	m.dropped = m.dropped || o.dropped
-	if o.hasSrc {
-		m.SrcPorts, m.InvSrcPorts, m.hasSrc = o.SrcPorts, o.InvSrcPorts, true
+	if o.SrcPorts != nil {
+		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, o.InvSrcPorts
 	}
-	if o.hasDst {
-		m.DstPorts, m.InvDstPorts, m.hasDst = o.DstPorts, o.InvDstPorts, true
+	if o.DstPorts != nil {
+		m.DstPorts, m.InvDstPorts = o.DstPorts, o.InvDstPorts
 	}
 	if o.FlagsMask != 0 {
 		m.FlagsMask, m.FlagsCmp, m.InvFlags = o.FlagsMask, o.FlagsCmp, o.InvFlags
@@ -325,10 +325,10 @@ func (m *TCPMatch) fold(o *TCPMatch) {
 // fold overlays the options o gives on m.
 func (m *UDPMatch) fold(o *UDPMatch) {
 	m.dropped = m.dropped || o.dropped
-	if o.hasSrc {
-		m.SrcPorts, m.InvSrcPorts, m.hasSrc = o.SrcPorts, o.InvSrcPorts, true
+	if o.SrcPorts != nil {
+		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, o.InvSrcPorts
 	}
-	if o.hasDst {
-		m.DstPorts, m.InvDstPorts, m.hasDst = o.DstPorts, o.InvDstPorts, true
+	if o.DstPorts != nil {
+		m.DstPorts, m.InvDstPorts = o.DstPorts, o.InvDstPorts
 	}
 }

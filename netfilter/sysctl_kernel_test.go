@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
@@ -40,8 +41,8 @@ func TestTCPLooseKernel(t *testing.T) {
 			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0))
 			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
 			require.NoError(t, h.Restore(IPv4, []byte(rules), RestoreOptions{}))
-			res := h.Receive("eth0", Packet{Proto: ProtoTCP, Src: spec.Src, Dst: spec.Dst, SrcPort: 40000, DstPort: 80,
-				TCPFlags: ACK, Seq: 1000, Ack: 5000, Window: 64240, TTL: 64, Length: 40})
+			res := h.Receive("eth0", Packet{Proto: inet.TCP, Src: spec.Src, Dst: spec.Dst, SrcPort: 40000, DstPort: 80,
+				TCPFlags: inet.ACK, Seq: 1000, Ack: 5000, Window: 64240, TTL: 64, Length: 40})
 			t.Logf("kernel: %s; conntrack %q; packetwalk %s", strings.Join(kc.NonZero(), ", "), ct, res.Disposition)
 			assert.Equal(t, len(obs.Server) > 0, res.Disposition == Forwarded, "reached the server")
 			assert.Equal(t, len(ct) > 0, res.Conn != nil, "conntrack entry")

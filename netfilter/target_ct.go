@@ -71,7 +71,7 @@ func (b *ctBuilder) set(_ *ruleCtx, opt string, _ bool, args []string) error {
 	case "notrack":
 		b.t.NoTrack = true
 	case "helper", "timeout":
-		return fmt.Errorf("%w: CT --%s (connection tracking helpers and timeout policies)", ErrUnsupported, opt)
+		return fmt.Errorf("%w: CT --%s (connection tracking helpers and timeout policies)", ErrNotModelled, opt)
 	case "zone", "zone-orig", "zone-reply":
 		// Like libxt_CT, the direction flags accumulate and "mark" sticks.
 		b.orig = b.orig || opt == "zone-orig"

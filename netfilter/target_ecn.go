@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"strconv"
 )
 
@@ -9,8 +10,8 @@ import (
 //
 //	--ecn-tcp-remove   clear the TCP ECE and CWR flags (SetECE and SetCWR
 //	                   with both values false; it replaces earlier options)
-//	--ecn-tcp-ece 0|1  set the ECE flag to the value
-//	--ecn-tcp-cwr 0|1  set the CWR flag to the value
+//	--ecn-tcp-ece 0|1  set the inet.ECE flag to the value
+//	--ecn-tcp-cwr 0|1  set the inet.CWR flag to the value
 //	--ecn-ip-ect 0-3   set the ECN field of the TOS byte
 //
 // The TCP operations need "-p tcp", as the kernel's checkentry says. The
@@ -62,7 +63,7 @@ func (b *ecnTargetBuilder) done(c *ruleCtx) (any, error) {
 	if !b.any {
 		return nil, fmt.Errorf("%w: ECN target: An operation is required", ErrMissingArgument)
 	}
-	if (b.t.SetECE || b.t.SetCWR) && (c.ip.Proto != ProtoTCP || c.ip.InvProto) {
+	if (b.t.SetECE || b.t.SetCWR) && (c.ip.Proto != inet.TCP || c.ip.InvProto) {
 		return nil, fmt.Errorf("%w: ECN --ecn-tcp-* needs \"-p tcp\"", ErrNotAllowed)
 	}
 	t := b.t
@@ -121,18 +122,18 @@ func (t *ECNTarget) apply(c *evalCtx) verdict {
 	if t.SetIP {
 		p.TOS = p.TOS&^3 | t.ECT
 	}
-	if p.Proto == ProtoTCP && p.FragOffset == 0 {
+	if p.Proto == inet.TCP && p.FragOffset == 0 {
 		if t.SetECE {
-			p.TCPFlags = setFlag(p.TCPFlags, ECE, t.ECE)
+			p.TCPFlags = setFlag(p.TCPFlags, inet.ECE, t.ECE)
 		}
 		if t.SetCWR {
-			p.TCPFlags = setFlag(p.TCPFlags, CWR, t.CWR)
+			p.TCPFlags = setFlag(p.TCPFlags, inet.CWR, t.CWR)
 		}
 	}
 	return vContinue
 }
 
-func setFlag(f, bit TCPFlags, on bool) TCPFlags {
+func setFlag(f, bit inet.TCPFlags, on bool) inet.TCPFlags {
 	if on {
 		return f | bit
 	}

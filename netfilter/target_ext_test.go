@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"testing"
 
@@ -100,7 +101,7 @@ func TestExtTargetsUnmodelledRefusedAtLoad(t *testing.T) {
 		require.NoError(t, err, "read and printed")
 		assert.NotEmpty(t, rs.AppendSave(nil, SaveOptions{}))
 		err = NewHost(HostConfig{}).Load(rs)
-		assert.ErrorIs(t, err, ErrUnsupported)
+		assert.ErrorIs(t, err, ErrNotModelled)
 		assert.ErrorContains(t, err, tc.why)
 	}
 }
@@ -108,7 +109,7 @@ func TestExtTargetsUnmodelledRefusedAtLoad(t *testing.T) {
 func TestClassifyAndOptstripApply(t *testing.T) {
 	h := rewriteHost(t, IPv4, "-A POSTROUTING -j CLASSIFY --set-class 10000:2a\n-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options mss,sack-permitted,md5\n"+
 		"-A FORWARD -j CHECKSUM --checksum-fill\n-A FORWARD -j CONNSECMARK --save\n")
-	p := TCP(netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.1.0.5:80"), SYN)
+	p := TCP(netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.1.0.5:80"), inet.SYN)
 	p.SetTCPOption(2)
 	p.SetTCPOption(3)
 	p.SetTCPOption(4)
@@ -130,7 +131,7 @@ func TestExtTargetsNoAllocs(t *testing.T) {
 		"-A PREROUTING -p tcp -j ECN --ecn-tcp-remove --ecn-ip-ect 1\n-A FORWARD -p tcp -j TCPOPTSTRIP --strip-options wscale\n"+
 		"-A POSTROUTING -j CLASSIFY --set-class 1:2\n-A PREROUTING -j HMARK --hmark-tuple src,dst,sport,dport,proto --hmark-mod 8 --hmark-rnd 1\n"+
 		"-A FORWARD -j AUDIT --type accept\n-A FORWARD -j IDLETIMER --timeout 5 --label x\n-A FORWARD -j RATEEST --rateest-name r --rateest-interval 1s --rateest-ewmalog 4s\n")
-	p := TCP(netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.1.0.5:80"), SYN)
+	p := TCP(netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.1.0.5:80"), inet.SYN)
 	require.Equal(t, Forwarded, h.Receive("eth0", p).Disposition)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Receive("eth0", p) }))
 }

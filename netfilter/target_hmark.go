@@ -3,6 +3,7 @@ package netfilter
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -345,15 +346,15 @@ func addrWord(a netip.Addr, m *[4]uint32) uint32 {
 func (t *HMARKTarget) apply(c *evalCtx) verdict {
 	p := c.pkt
 	proto, src, dst := p.Proto, p.Src, p.Dst
-	sport, dport, ports := p.SrcPort, p.DstPort, hasPorts(p.Proto)
-	if (proto == ProtoICMP || proto == ProtoICMPv6) && p.Inner.Proto != 0 {
+	sport, dport, ports := p.SrcPort, p.DstPort, (p.Proto).HasPorts()
+	if (proto == inet.ICMP || proto == inet.ICMPv6) && p.Inner.Proto != 0 {
 		// An error hashes the header it quotes.
 		in := &p.Inner
-		proto, src, dst, sport, dport, ports = in.Proto, in.Src, in.Dst, in.SrcPort, in.DstPort, hasPorts(in.Proto)
+		proto, src, dst, sport, dport, ports = in.Proto, in.Src, in.Dst, in.SrcPort, in.DstPort, (in.Proto).HasPorts()
 	}
 	var uports uint32
 	switch {
-	case proto == ProtoICMP || proto == ProtoICMPv6 || p.FragOffset != 0:
+	case proto == inet.ICMP || proto == inet.ICMPv6 || p.FragOffset != 0:
 	case ports || proto == 50 /* esp */ || proto == 51 /* ah */ :
 		if !ports {
 			// Packet does not carry the ESP/AH SPI: such packets keep

@@ -2,18 +2,21 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
 	"strings"
 )
 
-// NATKind is which of the NAT targets a NATTarget is.
-type NATKind uint8
+// NATTargetKind is which of the NAT targets a NATTarget is. The
+// translation it asks conntrack for is a conntrack.NATKind (Manip).
+type NATTargetKind uint8
 
 // The NAT targets.
 const (
 	// NATDestination is DNAT --to-destination (nat PREROUTING, OUTPUT).
-	NATDestination NATKind = iota + 1
+	NATDestination NATTargetKind = iota + 1
 	// NATSource is SNAT --to-source (nat POSTROUTING, INPUT).
 	NATSource
 	// NATMasquerade is MASQUERADE: SNAT to the output interface's address.
@@ -24,11 +27,20 @@ const (
 
 var natKindNames = [...]string{NATDestination: "DNAT", NATSource: "SNAT", NATMasquerade: "MASQUERADE", NATRedirect: "REDIRECT"}
 
+// Manip is the translation the target binds: conntrack.DNAT for DNAT and
+// REDIRECT, conntrack.SNAT for SNAT and MASQUERADE.
+func (k NATTargetKind) Manip() conntrack.NATKind {
+	if k == NATDestination || k == NATRedirect {
+		return conntrack.DNAT
+	}
+	return conntrack.SNAT
+}
+
 // NATTarget is one of DNAT, SNAT, MASQUERADE and REDIRECT. It ends the nat
 // table for the first packet of a connection, asking the host to bind the
 // connection to an address and port taken from the ranges.
 type NATTarget struct {
-	Kind NATKind
+	Kind NATTargetKind
 	// MinAddr and MaxAddr are the address range (DNAT, SNAT); invalid when
 	// only ports are given (--to-destination :80).
 	MinAddr, MaxAddr netip.Addr
@@ -54,7 +66,7 @@ func init() {
 	fully := option{name: "random-fully"}
 	persistent := option{name: "persistent"}
 	nat := []TableID{NAT}
-	newNAT := func(k NATKind) func(*ruleCtx) builder {
+	newNAT := func(k NATTargetKind) func(*ruleCtx) builder {
 		return func(*ruleCtx) builder { return &natTargetBuilder{t: NATTarget{Kind: k}} }
 	}
 	// The hooks are those of the kernel's xt_nat and MASQUERADE/REDIRECT
@@ -85,9 +97,9 @@ func errNATNeedsProto(mod string) error {
 // is mapped like a port).
 func natProtoHasPorts(c *ruleCtx) bool {
 	switch c.ip.Proto {
-	case ProtoTCP, ProtoUDP, ProtoSCTP, 33: // dccp
+	case inet.TCP, inet.UDP, inet.SCTP, 33: // dccp
 		return true
-	case ProtoICMP:
+	case inet.ICMP:
 		return c.family == IPv4
 	}
 	return false
@@ -208,7 +220,7 @@ func parseNATPorts(mod, opt, s string, withBase bool) (lo, hi uint16, err error)
 		return 0, 0, badValue(mod, opt, s, "a port range PORT-PORT (use a dash, not a colon)")
 	}
 	if hasBase && !withBase {
-		return 0, 0, fmt.Errorf("%w: %s: shifted port range %q in %s", ErrUnsupported, mod, s, opt)
+		return 0, 0, fmt.Errorf("%w: %s: shifted port range %q in %s", ErrNotModelled, mod, s, opt)
 	}
 	// iptables 1.8.9 first reads the whole spec as one port, a number or a
 	// service name of any protocol (--to-ports ftp-data is 20); otherwise

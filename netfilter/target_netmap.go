@@ -66,11 +66,11 @@ func parseNetmapPrefix(f Family, s string) (netip.Prefix, error) {
 			}
 			p, _ := m.Prefix(ones)
 			if p.Addr() != m {
-				return netip.Prefix{}, fmt.Errorf("%w: NETMAP --to %s: a mask that is not a prefix", ErrUnsupported, s)
+				return netip.Prefix{}, fmt.Errorf("%w: NETMAP --to %s: a mask that is not a prefix", ErrNotModelled, s)
 			}
 			n = ones
 		} else {
-			return netip.Prefix{}, fmt.Errorf("%w: NETMAP --to %s: a prefix length over %d or an unreadable mask", ErrUnsupported, s, a.BitLen())
+			return netip.Prefix{}, fmt.Errorf("%w: NETMAP --to %s: a prefix length over %d or an unreadable mask", ErrNotModelled, s, a.BitLen())
 		}
 	}
 	p, _ := a.Prefix(n)

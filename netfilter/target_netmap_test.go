@@ -23,8 +23,8 @@ func TestNETMAPParse(t *testing.T) {
 		{IPv4, "-t nat -A PREROUTING -j NETMAP", "", "", ErrMissingArgument},
 		{IPv4, "-t nat -A PREROUTING -j NETMAP --to 1.0.0.0/8 --to 2.0.0.0/8", "", "", ErrMultipleFlags},
 		{IPv4, "-t nat -A PREROUTING -j NETMAP --to fd00::/64", "", "", ErrBadValue},
-		{IPv4, "-t nat -A PREROUTING -j NETMAP --to 1.2.3.4/255.0.255.0", "", "", ErrUnsupported},
-		{IPv4, "-t nat -A PREROUTING -j NETMAP --to 1.2.3.4/33", "", "", ErrUnsupported},
+		{IPv4, "-t nat -A PREROUTING -j NETMAP --to 1.2.3.4/255.0.255.0", "", "", ErrNotModelled},
+		{IPv4, "-t nat -A PREROUTING -j NETMAP --to 1.2.3.4/33", "", "", ErrNotModelled},
 		{IPv4, "-t mangle -A PREROUTING -j NETMAP --to 1.2.3.4", "", "", ErrNotAllowed},
 	} {
 		t.Run(tc.line, func(t *testing.T) {

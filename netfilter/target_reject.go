@@ -1,6 +1,9 @@
 package netfilter
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
+)
 
 // RejectType is the reply REJECT sends (--reject-with).
 type RejectType uint8
@@ -108,7 +111,7 @@ func (t *RejectTarget) set(c *ruleCtx, _ string, _ bool, args []string) error {
 func (t *RejectTarget) done(c *ruleCtx) (any, error) {
 	// The kernel's checkentry refuses a TCP reset for a rule that can
 	// match anything but TCP.
-	if t.With == RejectTCPReset && (c.ip.Proto != ProtoTCP || c.ip.InvProto) {
+	if t.With == RejectTCPReset && (c.ip.Proto != inet.TCP || c.ip.InvProto) {
 		return nil, fmt.Errorf("%w: REJECT --reject-with tcp-reset needs \"-p tcp\"", ErrNotAllowed)
 	}
 	return t, nil

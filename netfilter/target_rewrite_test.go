@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"testing"
 
@@ -75,7 +76,7 @@ func rewriteHost(t *testing.T, f Family, rules string) *Host {
 func TestTCPMSSApply(t *testing.T) {
 	src, dst := netip.MustParseAddrPort("10.0.0.2:40000"), netip.MustParseAddrPort("10.1.0.5:80")
 	synMSS := func(mss uint16, payload int) Packet {
-		p := TCP(src, dst, SYN)
+		p := TCP(src, dst, inet.SYN)
 		p.TCPHeaderLen, p.Length, p.MSS = 24, 44+payload, mss
 		p.SetTCPOption(2)
 		return p
@@ -94,9 +95,9 @@ func TestTCPMSSApply(t *testing.T) {
 		{"clamp-default", "--clamp-mss-to-pmtu", 0, synMSS(8960, 0), 1460, 44, false},
 		{"clamp-mtu", "--clamp-mss-to-pmtu", 1400, synMSS(1460, 0), 1360, 44, false},
 		{"clamp-invalid-mtu", "--clamp-mss-to-pmtu", 40, synMSS(1460, 0), 0, 0, true},
-		{"adds-capped", "--set-mss 1000", 0, TCP(src, dst, SYN), 536, 44, false},
-		{"adds-small", "--set-mss 300", 0, TCP(src, dst, ACK), 300, 44, false},
-		{"payload-no-add", "--set-mss 300", 0, func() Packet { p := TCP(src, dst, ACK); p.Length += 10; return p }(), 0, 50, false},
+		{"adds-capped", "--set-mss 1000", 0, TCP(src, dst, inet.SYN), 536, 44, false},
+		{"adds-small", "--set-mss 300", 0, TCP(src, dst, inet.ACK), 300, 44, false},
+		{"payload-no-add", "--set-mss 300", 0, func() Packet { p := TCP(src, dst, inet.ACK); p.Length += 10; return p }(), 0, 50, false},
 		{"payload-lowers", "--set-mss 300", 0, synMSS(1460, 10), 300, 54, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,11 +120,11 @@ func TestTCPMSSApply(t *testing.T) {
 	}
 	// IPv6: 60 bytes of headers and a 1220 cap on an added option.
 	h := rewriteHost(t, IPv6, "-A FORWARD -p tcp -j TCPMSS --clamp-mss-to-pmtu\n")
-	res := h.Receive("eth0", TCP(netip.MustParseAddrPort("[fd00::2]:1"), netip.MustParseAddrPort("[fd01::5]:80"), SYN))
+	res := h.Receive("eth0", TCP(netip.MustParseAddrPort("[fd00::2]:1"), netip.MustParseAddrPort("[fd01::5]:80"), inet.SYN))
 	require.Equal(t, Forwarded, res.Disposition)
 	assert.Equal(t, uint16(1220), res.Packet.MSS)
 	assert.Equal(t, 64, res.Packet.Length)
-	p := TCP(netip.MustParseAddrPort("[fd00::2]:1"), netip.MustParseAddrPort("[fd01::5]:80"), SYN)
+	p := TCP(netip.MustParseAddrPort("[fd00::2]:1"), netip.MustParseAddrPort("[fd01::5]:80"), inet.SYN)
 	p.SetTCPOption(2)
 	p.MSS, p.TCPHeaderLen, p.Length = 9000, 24, 64
 	res = h.Receive("eth0", p)
@@ -136,10 +137,10 @@ func TestHeaderTargetsApply(t *testing.T) {
 		rules   string
 		tos     uint8
 		ttl     uint8
-		flags   TCPFlags
+		flags   inet.TCPFlags
 		wantTOS uint8
 		wantTTL uint8 // after forwarding's decrement
-		wantFl  TCPFlags
+		wantFl  inet.TCPFlags
 	}{
 		{"-A PREROUTING -j DSCP --set-dscp-class EF\n", 0xb9, 64, 0, 0xb9&3 | 0x2e<<2, 63, 0},
 		{"-A PREROUTING -j TOS --set-tos Minimize-Delay\n", 0xff, 64, 0, 0xd0, 63, 0},
@@ -148,8 +149,8 @@ func TestHeaderTargetsApply(t *testing.T) {
 		{"-A PREROUTING -j TTL --ttl-inc 250\n", 0, 64, 0, 0, 254, 0},
 		{"-A POSTROUTING -j TTL --ttl-dec 200\n", 0, 64, 0, 0, 0, 0},
 		{"-A FORWARD -j ECN --ecn-ip-ect 1\n", 0xba, 64, 0, 0xb9, 63, 0},
-		{"-A FORWARD -p tcp -j ECN --ecn-tcp-remove\n", 0, 64, SYN | ECE | CWR, 0, 63, SYN},
-		{"-A FORWARD -p tcp -j ECN --ecn-tcp-ece 1 --ecn-tcp-cwr 0\n", 0, 64, SYN | CWR, 0, 63, SYN | ECE},
+		{"-A FORWARD -p tcp -j ECN --ecn-tcp-remove\n", 0, 64, inet.SYN | inet.ECE | inet.CWR, 0, 63, inet.SYN},
+		{"-A FORWARD -p tcp -j ECN --ecn-tcp-ece 1 --ecn-tcp-cwr 0\n", 0, 64, inet.SYN | inet.CWR, 0, 63, inet.SYN | inet.ECE},
 	} {
 		t.Run(tc.rules, func(t *testing.T) {
 			h := rewriteHost(t, IPv4, tc.rules)

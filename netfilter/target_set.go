@@ -73,7 +73,7 @@ func (t *SetTarget) set(_ *ruleCtx, opt string, _ bool, args []string) error {
 		}
 		t.Timeout, t.HasTimeout = uint32(n), true
 	default:
-		return fmt.Errorf("%w: SET --%s (mapping set entries to packet marks, priorities and queues)", ErrUnsupported, opt)
+		return fmt.Errorf("%w: SET --%s (mapping set entries to packet marks, priorities and queues)", ErrNotModelled, opt)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"strconv"
 )
 
@@ -52,7 +53,7 @@ func (t *SynproxyTarget) set(_ *ruleCtx, opt string, _ bool, args []string) erro
 }
 
 func (t *SynproxyTarget) done(c *ruleCtx) (any, error) {
-	if c.ip.Proto != ProtoTCP || c.ip.InvProto {
+	if c.ip.Proto != inet.TCP || c.ip.InvProto {
 		return nil, fmt.Errorf("%w: SYNPROXY needs \"-p tcp\"", ErrNotAllowed)
 	}
 	return t, nil

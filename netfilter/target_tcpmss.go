@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"strconv"
 )
 
@@ -60,7 +61,7 @@ func (b *tcpmssTargetBuilder) done(c *ruleCtx) (any, error) {
 		return nil, fmt.Errorf("%w: TCPMSS target: At least one parameter is required", ErrMissingArgument)
 	}
 	// The kernel registers TCPMSS for TCP only.
-	if c.ip.Proto != ProtoTCP || c.ip.InvProto {
+	if c.ip.Proto != inet.TCP || c.ip.InvProto {
 		return nil, fmt.Errorf("%w: TCPMSS needs \"-p tcp\"", ErrNotAllowed)
 	}
 	t := b.t
@@ -96,7 +97,7 @@ func (t *TCPMSSTarget) appendList(b []byte, _ bool) []byte {
 
 func (t *TCPMSSTarget) apply(c *evalCtx) verdict {
 	p := c.pkt
-	if p.Proto != ProtoTCP || p.FragOffset != 0 {
+	if p.Proto != inet.TCP || p.FragOffset != 0 {
 		return vContinue
 	}
 	hdrs, dflt := 40, uint16(536)
@@ -147,7 +148,7 @@ func checkTCPMSSLegacy(rs *Ruleset) error {
 				}
 				syn := false
 				for _, m := range r.Matches {
-					if tm, ok := m.(*TCPMatch); ok && tm.FlagsMask&SYN != 0 && tm.FlagsCmp&SYN != 0 && !tm.InvFlags {
+					if tm, ok := m.(*TCPMatch); ok && tm.FlagsMask&inet.SYN != 0 && tm.FlagsCmp&inet.SYN != 0 && !tm.InvFlags {
 						syn = true
 					}
 				}

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"strconv"
 	"strings"
 )
@@ -56,7 +57,7 @@ func (t *TCPOptstripTarget) set(_ *ruleCtx, _ string, _ bool, args []string) err
 }
 
 func (t *TCPOptstripTarget) done(c *ruleCtx) (any, error) {
-	if c.ip.Proto != ProtoTCP || c.ip.InvProto {
+	if c.ip.Proto != inet.TCP || c.ip.InvProto {
 		return nil, fmt.Errorf("%w: TCPOPTSTRIP needs \"-p tcp\"", ErrNotAllowed)
 	}
 	return t, nil
@@ -110,7 +111,7 @@ func (t *TCPOptstripTarget) appendList(b []byte, numeric bool) []byte {
 
 func (t *TCPOptstripTarget) apply(c *evalCtx) verdict {
 	p := c.pkt
-	if p.Proto != ProtoTCP || p.FragOffset != 0 {
+	if p.Proto != inet.TCP || p.FragOffset != 0 {
 		return vContinue
 	}
 	stripped := false

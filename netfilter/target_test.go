@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,7 +28,7 @@ func TestMarkTargetApply(t *testing.T) {
 			h := NewHost(HostConfig{})
 			require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("10.0.0.1/24")))
 			require.NoError(t, h.Load(rs))
-			res := h.Receive("eth0", Packet{Proto: ProtoUDP, Src: netip.MustParseAddr("10.0.0.2"),
+			res := h.Receive("eth0", Packet{Proto: inet.UDP, Src: netip.MustParseAddr("10.0.0.2"),
 				Dst: netip.MustParseAddr("10.0.0.1"), DstPort: 53, TTL: 64, Length: 60, Mark: tc.in})
 			assert.Equal(t, Delivered, res.Disposition)
 			assert.Equal(t, tc.want, res.Packet.Mark)
@@ -79,15 +80,15 @@ func TestTargetErrors(t *testing.T) {
 		{IPv4, "-t nat -A OUTPUT -j SNAT --to-source 1.2.3.4", ErrNotAllowed},
 		{IPv4, "-t nat -A INPUT -j MASQUERADE", ErrNotAllowed},
 		{IPv4, "-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 1:2", ErrBadValue},
-		{IPv4, "-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 1-2/3", ErrUnsupported},
+		{IPv4, "-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 1-2/3", ErrNotModelled},
 		{IPv6, "-t nat -A PREROUTING -j DNAT --to-destination 10.0.0.1", ErrBadValue},
 		{IPv4, "-A INPUT -j LOG --log-level 8", ErrBadValue},
 		{IPv4, "-A INPUT -j NFLOG --nflog-group 65536", ErrBadValue},
-		{IPv4, "-t raw -A PREROUTING -j CT --helper ftp", ErrUnsupported},
-		{IPv4, "-t raw -A PREROUTING -j CT --timeout t", ErrUnsupported},
+		{IPv4, "-t raw -A PREROUTING -j CT --helper ftp", ErrNotModelled},
+		{IPv4, "-t raw -A PREROUTING -j CT --timeout t", ErrNotModelled},
 		{IPv4, "-t mangle -A PREROUTING -j CT --notrack", ErrNotAllowed},
 		{IPv4, "-t mangle -A PREROUTING -j NOTRACK", ErrNotAllowed},
-		{IPv4, "-A INPUT -j SET --map-set S src", ErrUnsupported},
+		{IPv4, "-A INPUT -j SET --map-set S src", ErrNotModelled},
 		{IPv4, "-A INPUT -j SET", ErrMissingArgument},
 		{IPv4, "-A INPUT -j SET --del-set S src --exist", ErrIncompatibleOpts},
 	} {
@@ -101,30 +102,30 @@ func TestTargetErrors(t *testing.T) {
 
 func TestBuildReject(t *testing.T) {
 	a := netip.MustParseAddr
-	syn := Packet{Family: IPv4, Proto: ProtoTCP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 40000, DstPort: 80,
-		TCPFlags: SYN, TTL: 64, Length: 60, In: "eth0", Seq: 1000, TCPHeaderLen: 40}
+	syn := Packet{Family: IPv4, Proto: inet.TCP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 40000, DstPort: 80,
+		TCPFlags: inet.SYN, TTL: 64, Length: 60, In: "eth0", Seq: 1000, TCPHeaderLen: 40}
 	r, ok := buildReject(&syn, RejectTCPReset)
 	require.True(t, ok)
-	assert.Equal(t, Packet{Family: IPv4, Proto: ProtoTCP, Src: a("10.0.0.1"), Dst: a("10.0.0.2"), SrcPort: 80, DstPort: 40000,
-		TCPFlags: RST | ACK, TTL: 64, Length: 40, Out: "eth0", Ack: 1001}, r)
+	assert.Equal(t, Packet{Family: IPv4, Proto: inet.TCP, Src: a("10.0.0.1"), Dst: a("10.0.0.2"), SrcPort: 80, DstPort: 40000,
+		TCPFlags: inet.RST | inet.ACK, TTL: 64, Length: 40, Out: "eth0", Ack: 1001}, r)
 
 	ack := syn
-	ack.TCPFlags, ack.Ack = ACK|PSH, 5000
+	ack.TCPFlags, ack.Ack = inet.ACK|inet.PSH, 5000
 	r, ok = buildReject(&ack, RejectTCPReset)
 	require.True(t, ok)
-	assert.Equal(t, RST, r.TCPFlags)
+	assert.Equal(t, inet.RST, r.TCPFlags)
 	assert.Equal(t, [2]uint32{5000, 0}, [2]uint32{r.Seq, r.Ack})
 
 	rst := syn
-	rst.TCPFlags = RST
+	rst.TCPFlags = inet.RST
 	_, ok = buildReject(&rst, RejectTCPReset)
 	assert.False(t, ok, "no reset in reply to a reset")
 
-	udp := Packet{Family: IPv4, Proto: ProtoUDP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 5000, DstPort: 53,
+	udp := Packet{Family: IPv4, Proto: inet.UDP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 5000, DstPort: 53,
 		TTL: 64, TOS: 0x10, Length: 100, In: "eth0"}
 	r, ok = buildReject(&udp, RejectICMPPortUnreachable)
 	require.True(t, ok)
-	assert.Equal(t, Packet{Family: IPv4, Proto: ProtoICMP, ICMPType: 3, ICMPCode: 3, Src: a("10.0.0.1"), Dst: a("10.0.0.2"),
+	assert.Equal(t, Packet{Family: IPv4, Proto: inet.ICMP, ICMPType: 3, ICMPCode: 3, Src: a("10.0.0.1"), Dst: a("10.0.0.2"),
 		TTL: 64, TOS: 0xd0, Length: 128, Out: "eth0"}, r)
 
 	big := udp
@@ -138,7 +139,7 @@ func TestBuildReject(t *testing.T) {
 	_, ok = buildReject(&frag, RejectICMPPortUnreachable)
 	assert.False(t, ok, "no error about a non-first fragment")
 
-	icmpErr := Packet{Family: IPv4, Proto: ProtoICMP, ICMPType: 3, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), Length: 56}
+	icmpErr := Packet{Family: IPv4, Proto: inet.ICMP, ICMPType: 3, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), Length: 56}
 	_, ok = buildReject(&icmpErr, RejectICMPPortUnreachable)
 	assert.False(t, ok, "no error about an error")
 	echo := icmpErr
@@ -151,13 +152,13 @@ func TestBuildReject(t *testing.T) {
 	_, ok = buildReject(&bcast, RejectICMPPortUnreachable)
 	assert.False(t, ok)
 
-	u6 := Packet{Family: IPv6, Proto: ProtoUDP, Src: a("2001:db8::2"), Dst: a("2001:db8::1"), DstPort: 53, Length: 2000}
+	u6 := Packet{Family: IPv6, Proto: inet.UDP, Src: a("2001:db8::2"), Dst: a("2001:db8::1"), DstPort: 53, Length: 2000}
 	r, ok = buildReject(&u6, RejectICMP6AdmProhibited)
 	require.True(t, ok)
-	assert.Equal(t, Packet{Family: IPv6, Proto: ProtoICMPv6, ICMPType: 1, ICMPCode: 1, Src: a("2001:db8::1"), Dst: a("2001:db8::2"),
+	assert.Equal(t, Packet{Family: IPv6, Proto: inet.ICMPv6, ICMPType: 1, ICMPCode: 1, Src: a("2001:db8::1"), Dst: a("2001:db8::2"),
 		TTL: 64, Length: 1280}, r)
 	ns := u6
-	ns.Proto, ns.ICMPType = ProtoICMPv6, 1
+	ns.Proto, ns.ICMPType = inet.ICMPv6, 1
 	_, ok = buildReject(&ns, RejectICMP6PortUnreachable)
 	assert.False(t, ok)
 }
@@ -172,18 +173,18 @@ func TestRejectOnHost(t *testing.T) {
 		"-A FORWARD -d 192.168.1.5 -j REJECT --reject-with icmp-host-prohibited")
 	require.NoError(t, h.Load(rs))
 
-	res := h.Receive("eth0", Packet{Proto: ProtoTCP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 4000, DstPort: 22,
-		TCPFlags: SYN, TTL: 64, Length: 60})
+	res := h.Receive("eth0", Packet{Proto: inet.TCP, Src: a("10.0.0.2"), Dst: a("10.0.0.1"), SrcPort: 4000, DstPort: 22,
+		TCPFlags: inet.SYN, TTL: 64, Length: 60})
 	assert.Equal(t, VerdictReject, res.Verdict)
 	assert.Equal(t, Rejected, res.Disposition)
 	require.Len(t, res.Emitted, 1)
-	assert.Equal(t, RST|ACK, res.Emitted[0].TCPFlags)
+	assert.Equal(t, inet.RST|inet.ACK, res.Emitted[0].TCPFlags)
 	assert.Equal(t, a("10.0.0.1"), res.Emitted[0].Src)
 	assert.Equal(t, 1, res.Where.Rule)
 
 	// A forwarded packet's ICMP error comes from the router's address
 	// towards the sender, not from the unreachable destination.
-	res = h.Receive("eth0", Packet{Proto: ProtoUDP, Src: a("10.0.0.2"), Dst: a("192.168.1.5"), DstPort: 53, TTL: 64, Length: 60})
+	res = h.Receive("eth0", Packet{Proto: inet.UDP, Src: a("10.0.0.2"), Dst: a("192.168.1.5"), DstPort: 53, TTL: 64, Length: 60})
 	assert.Equal(t, Rejected, res.Disposition)
 	require.Len(t, res.Emitted, 1)
 	e := res.Emitted[0]

@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
 )
@@ -62,7 +63,7 @@ func (b *tproxyTargetBuilder) done(c *ruleCtx) (any, error) {
 	if !b.port {
 		return nil, mustSpecify("TPROXY", "--on-port")
 	}
-	if (c.ip.Proto != ProtoTCP && c.ip.Proto != ProtoUDP) || c.ip.InvProto {
+	if (c.ip.Proto != inet.TCP && c.ip.Proto != inet.UDP) || c.ip.InvProto {
 		return nil, fmt.Errorf("%w: TPROXY needs \"-p tcp\" or \"-p udp\"", ErrNotAllowed)
 	}
 	t := b.t

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/render"
 )
@@ -66,9 +67,9 @@ func walked(t *testing.T) (*netfilter.Host, netfilter.Result) {
 	require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")))
 	require.NoError(t, h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24")))
 	require.NoError(t, h.Load(service()))
-	r := h.Receive("eth0", netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP,
+	r := h.Receive("eth0", netfilter.Packet{Family: netfilter.IPv4, Proto: inet.TCP,
 		Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("10.96.0.10"),
-		SrcPort: 40000, DstPort: 80, TCPFlags: netfilter.SYN, TTL: 64, Length: 60})
+		SrcPort: 40000, DstPort: 80, TCPFlags: inet.SYN, TTL: 64, Length: 60})
 	require.Equal(t, netfilter.Forwarded, r.Disposition)
 	return h, r
 }

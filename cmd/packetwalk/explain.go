@@ -111,10 +111,10 @@ func runExplain(c *cmdEnv, args []string) error {
 func explainPath(res netfilter.Result) []string {
 	path := []string{}
 	for _, s := range res.Trace {
-		if s.Action == "ENTER" {
+		if s.Action.Kind == netfilter.ActionEnter {
 			continue
 		}
-		path = append(path, s.Table.String()+":"+s.Chain+":rule:"+strconv.Itoa(s.Rule)+":"+s.Action)
+		path = append(path, s.Table.String()+":"+s.Chain+":rule:"+strconv.Itoa(s.Rule)+":"+s.Action.String())
 	}
 	return path
 }

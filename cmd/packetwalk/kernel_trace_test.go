@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
-	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -190,9 +190,9 @@ func summaryPacket(s kerneltest.Summary) twPacket {
 		sp, dp := s.SrcPort, s.DstPort
 		p.Sport, p.Dport = &sp, &dp
 		if s.Proto == 6 {
-			bits := map[string]netfilter.TCPFlags{"FIN": netfilter.FIN, "SYN": netfilter.SYN, "RST": netfilter.RST, "PSH": netfilter.PSH,
-				"ACK": netfilter.ACK, "URG": netfilter.URG, "ECE": netfilter.ECE, "CWR": netfilter.CWR}
-			var fl netfilter.TCPFlags
+			bits := map[string]inet.TCPFlags{"FIN": inet.FIN, "SYN": inet.SYN, "RST": inet.RST, "PSH": inet.PSH,
+				"ACK": inet.ACK, "URG": inet.URG, "ECE": inet.ECE, "CWR": inet.CWR}
+			var fl inet.TCPFlags
 			for _, name := range strings.Split(s.TCPFlags, ",") {
 				fl |= bits[name]
 			}

@@ -129,7 +129,11 @@ func (e *inputError) Error() string {
 	}
 	var se *ipset.ParseError
 	if errors.As(e.err, &se) {
-		return fmt.Sprintf("%s:%d: %v at %q", e.file, se.Line, se.Err, se.Text)
+		at := se.Token
+		if at == "" {
+			at = se.Text
+		}
+		return fmt.Sprintf("%s:%d: %v at %q", e.file, se.Line, se.Err, at)
 	}
 	var ce *conntrack.ParseError
 	if errors.As(e.err, &ce) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -84,23 +85,23 @@ func addrPtr(a netip.Addr) *string {
 
 func packetJSON(p netfilter.Packet) jsonPacket {
 	j := jsonPacket{
-		Proto: protoName(p.Proto),
+		Proto: (p.Proto).String(),
 		Src:   addrPtr(p.Src),
 		Dst:   addrPtr(p.Dst),
 		Mark:  "0x" + strconv.FormatUint(uint64(p.Mark), 16),
 		TTL:   p.TTL,
 		Len:   p.Length,
 	}
-	if hasPorts(p.Proto) {
+	if p.Proto.HasPorts() {
 		sp, dp := p.SrcPort, p.DstPort
 		j.Sport, j.Dport = &sp, &dp
 	}
-	if p.Proto == netfilter.ProtoTCP {
+	if p.Proto == inet.TCP {
 		j.Flags = strPtr(flagString(p.TCPFlags))
 		seq, ack, win := p.Seq, p.Ack, p.Window
 		j.Seq, j.Ack, j.Win = &seq, &ack, &win
 	}
-	if isICMP(p.Proto) {
+	if p.Proto.IsICMP() {
 		t, c, id := p.ICMPType, p.ICMPCode, p.ICMPID
 		j.Type, j.Code, j.ID = &t, &c, &id
 	}
@@ -112,10 +113,10 @@ func packetJSON(p netfilter.Packet) jsonPacket {
 // nf_send_reset, the answer to a segment with ACK has its ack number as
 // sequence, the answer to one without acknowledges all it occupied.
 func resetNumbers(e *netfilter.Packet, dropped netfilter.Packet) {
-	if e.Proto != netfilter.ProtoTCP || e.TCPFlags&netfilter.RST == 0 || e.Seq != 0 || e.Ack != 0 {
+	if e.Proto != inet.TCP || e.TCPFlags&inet.RST == 0 || e.Seq != 0 || e.Ack != 0 {
 		return
 	}
-	if dropped.TCPFlags&netfilter.ACK != 0 {
+	if dropped.TCPFlags&inet.ACK != 0 {
 		e.Seq = dropped.Ack
 		return
 	}
@@ -137,7 +138,7 @@ func resultJSON(o outcome) jsonResult {
 	}
 	if decided(res) {
 		w := &jsonWhere{Hook: res.Where.Hook.String(), Rule: res.Where.Rule, Action: whereAction(res)}
-		if res.Where.Action != "ROUTE" {
+		if res.Where.Action.Kind != netfilter.ActionRoute {
 			w.Table, w.Chain = res.Where.Table.String(), res.Where.Chain
 		}
 		j.Where = w
@@ -147,12 +148,12 @@ func resultJSON(o outcome) jsonResult {
 		j.Emitted = append(j.Emitted, packetJSON(e))
 	}
 	for _, s := range res.Trace {
-		if s.Action == "ENTER" {
+		if s.Action.Kind == netfilter.ActionEnter {
 			continue
 		}
 		j.Trace = append(j.Trace, jsonStep{
 			Hook: s.Hook.String(), Table: s.Table.String(), Chain: s.Chain,
-			Rule: s.Rule, Text: s.Text, Action: s.Action, Placeholder: s.Placeholder,
+			Rule: s.Rule, Text: s.Text, Action: s.Action.String(), Placeholder: s.Placeholder,
 		})
 	}
 	return j
@@ -173,13 +174,13 @@ func writeJSON(b *bytes.Buffer, outs []outcome) error {
 // "tcp 192.168.10.2:40001 > 10.96.0.10:80 flags=S".
 func describe(p netfilter.Packet) string {
 	var b strings.Builder
-	b.WriteString(protoName(p.Proto))
+	b.WriteString((p.Proto).String())
 	b.WriteByte(' ')
 	ep := func(a netip.Addr, port uint16) string {
 		if !a.IsValid() {
 			return "?"
 		}
-		if hasPorts(p.Proto) {
+		if p.Proto.HasPorts() {
 			return netip.AddrPortFrom(a, port).String()
 		}
 		return a.String()
@@ -188,9 +189,9 @@ func describe(p netfilter.Packet) string {
 	b.WriteString(" > ")
 	b.WriteString(ep(p.Dst, p.DstPort))
 	switch {
-	case p.Proto == netfilter.ProtoTCP:
+	case p.Proto == inet.TCP:
 		b.WriteString(" flags=" + flagString(p.TCPFlags))
-	case isICMP(p.Proto):
+	case p.Proto.IsICMP():
 		fmt.Fprintf(&b, " type=%d code=%d id=%d", p.ICMPType, p.ICMPCode, p.ICMPID)
 	}
 	if p.Mark != 0 {
@@ -215,7 +216,7 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 		fmt.Fprintf(b, "packet %d: %s, %s\n", o.n, describe(o.input), from)
 		var cols bytes.Buffer
 		tw := tabwriter.NewWriter(&cols, 0, 0, 2, ' ', 0)
-		routed := res.Where.Action == "ROUTE" // its own line below
+		routed := res.Where.Action.Kind == netfilter.ActionRoute // its own line below
 		route := func() {
 			if !routed {
 				routed = true
@@ -229,7 +230,7 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 			if s.Hook != netfilter.Prerouting {
 				route()
 			}
-			if s.Action == "ENTER" {
+			if s.Action.Kind == netfilter.ActionEnter {
 				continue
 			}
 			rule := "policy"
@@ -245,7 +246,7 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 		if res.Disposition == netfilter.Delivered || res.Disposition == netfilter.Forwarded {
 			route()
 		}
-		if res.Where.Action == "ROUTE" {
+		if res.Where.Action.Kind == netfilter.ActionRoute {
 			fmt.Fprintf(tw, "  routing\t\t\t\tDROP\t%s\n", routeDropText(nd, res))
 		}
 		tw.Flush()
@@ -256,7 +257,7 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 		}
 		verdict := res.Verdict.String() + ", " + res.Disposition.String()
 		switch {
-		case res.Where.Action == "ROUTE":
+		case res.Where.Action.Kind == netfilter.ActionRoute:
 			fmt.Fprintf(b, "  => %s by the routing decision\n", verdict)
 		case decided(res) && res.Where.Rule > 0:
 			fmt.Fprintf(b, "  => %s at %s %s %s #%d\n", verdict, res.Where.Hook, res.Where.Table, res.Where.Chain, res.Where.Rule)
@@ -304,11 +305,11 @@ func routeDropText(nd *node, res netfilter.Result) string {
 	p := res.Packet
 	const localnet = " (127.0.0.0/8 is routed only on lo with net.ipv4.conf.all.route_localnet=0)"
 	switch {
-	case res.Reason == "martian destination":
+	case res.Reason == netfilter.ReasonMartianDestination:
 		return "martian destination " + p.Dst.String() + " in " + p.In + localnet
-	case res.Reason == "martian source":
+	case res.Reason == netfilter.ReasonMartianSource:
 		return "martian source " + p.Src.String() + " in " + p.In + localnet
-	case res.Reason == "invalid source":
+	case res.Reason == netfilter.ReasonInvalidSource:
 		return "source " + p.Src.String() + " cannot reach " + p.Dst.String() + " off the host" + localnet
 	case res.Where.Hook == netfilter.Output:
 		return "no route to " + p.Dst.String()
@@ -335,13 +336,17 @@ func writeXtables(b *bytes.Buffer, outs []outcome) {
 			if s.Packet.Family == netfilter.IPv6 {
 				fam, famArg = 10, "-6"
 			}
-			if s.Action == "ENTER" {
+			if s.Action.Kind == netfilter.ActionEnter {
 				appendXPacket(b, fam, id, *s.Packet)
 				continue
 			}
 			fmt.Fprintf(b, " TRACE: %d %08x %s:%s:", fam, id, s.Table, s.Chain)
-			if pol, ok := strings.CutPrefix(s.Action, "POLICY:"); ok {
-				fmt.Fprintf(b, "policy:%s \n", pol)
+			switch s.Action.Kind {
+			case netfilter.ActionPolicyAccept:
+				b.WriteString("policy:ACCEPT \n")
+				continue
+			case netfilter.ActionPolicyDrop:
+				b.WriteString("policy:DROP \n")
 				continue
 			}
 			fmt.Fprintf(b, "rule:0x%x:%s  %s -t %s %s\n", s.Rule, xtablesVerdict(s.Action), famArg, s.Table, s.Text)
@@ -349,14 +354,14 @@ func writeXtables(b *bytes.Buffer, outs []outcome) {
 	}
 }
 
-func xtablesVerdict(a string) string {
-	switch a {
-	case "RETURN":
+func xtablesVerdict(a netfilter.Action) string {
+	switch a.Kind {
+	case netfilter.ActionReturn:
 		return "0xfffffffb" // NFT_RETURN, printed raw by xtables-monitor
-	case "REJECT":
+	case netfilter.ActionReject:
 		return "DROP"
 	}
-	return a
+	return a.String()
 }
 
 func appendXPacket(b *bytes.Buffer, fam int, id uint32, p netfilter.Packet) {
@@ -376,14 +381,14 @@ func appendXPacket(b *bytes.Buffer, fam int, id uint32, p netfilter.Packet) {
 			fmt.Fprintf(b, "FRAG:%d ", p.FragOffset)
 		}
 	}
-	if hasPorts(p.Proto) || p.Proto == 33 {
+	if p.Proto.HasPorts() {
 		fmt.Fprintf(b, "SPORT=%d DPORT=%d ", p.SrcPort, p.DstPort)
 	}
-	if p.Proto == netfilter.ProtoTCP {
+	if p.Proto == inet.TCP {
 		for _, f := range []struct {
-			f    netfilter.TCPFlags
+			f    inet.TCPFlags
 			name string
-		}{{netfilter.SYN, "SYN"}, {netfilter.ACK, "ACK"}, {netfilter.FIN, "FIN"}, {netfilter.RST, "RST"}, {netfilter.PSH, "PSH"}, {netfilter.URG, "URG"}} {
+		}{{inet.SYN, "SYN"}, {inet.ACK, "ACK"}, {inet.FIN, "FIN"}, {inet.RST, "RST"}, {inet.PSH, "PSH"}, {inet.URG, "URG"}} {
 			if p.TCPFlags&f.f != 0 {
 				b.WriteString(f.name + " ")
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/services"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
@@ -53,7 +54,7 @@ const specKeyList = "proto, src, dst, sport, dport, type, code, id, in, flags, m
 // packetSpec is a parsed spec; set records which keys were given.
 type packetSpec struct {
 	set        specKey
-	proto      uint8
+	proto      inet.Proto
 	src, dst   netip.Addr
 	sport      uint16
 	dport      uint16
@@ -62,7 +63,7 @@ type packetSpec struct {
 	icmpCode   uint8
 	id         uint16
 	in         string // "" with kIn set means in=local
-	flags      netfilter.TCPFlags
+	flags      inet.TCPFlags
 	mark       uint32
 	payload    int
 	ttl        uint8
@@ -88,13 +89,14 @@ func specErr(tok, format string, a ...any) error {
 }
 
 // protoNames are the protocol names a spec accepts.
-var protoNames = map[string]uint8{
-	"tcp": netfilter.ProtoTCP, "udp": netfilter.ProtoUDP, "icmp": netfilter.ProtoICMP,
-	"icmpv6": netfilter.ProtoICMPv6, "ipv6-icmp": netfilter.ProtoICMPv6,
-	"sctp": netfilter.ProtoSCTP, "udplite": netfilter.ProtoUDPLite,
+var protoNames = map[string]inet.Proto{
+	"tcp": inet.TCP, "udp": inet.UDP, "icmp": inet.ICMP,
+	"icmpv6": inet.ICMPv6, "ipv6-icmp": inet.ICMPv6,
+	"sctp": inet.SCTP, "udplite": inet.UDPLite,
 }
 
-func protoName(p uint8) string {
+// protoName is the spec name of p (what a spec accepts), or its number.
+func protoName(p inet.Proto) string {
 	for n, v := range protoNames {
 		if v == p && n != "ipv6-icmp" {
 			return n
@@ -102,12 +104,6 @@ func protoName(p uint8) string {
 	}
 	return strconv.Itoa(int(p))
 }
-
-func hasPorts(p uint8) bool {
-	return p == netfilter.ProtoTCP || p == netfilter.ProtoUDP || p == netfilter.ProtoSCTP || p == netfilter.ProtoUDPLite
-}
-
-func isICMP(p uint8) bool { return p == netfilter.ProtoICMP || p == netfilter.ProtoICMPv6 }
 
 // icmpTypeNames are the echo types by name; other types are numbers.
 var icmpTypeNames = map[string][2]uint8{ // name → {ICMPv4, ICMPv6}
@@ -150,7 +146,7 @@ func parseSpec(text string) (packetSpec, error) {
 				if perr != nil {
 					return s, specErr(tok, "bad protocol: expected tcp, udp, icmp, icmpv6, sctp, udplite or a number 0-255")
 				}
-				p = uint8(n)
+				p = inet.Proto(n)
 			}
 			s.proto = p
 		case kSrc, kDst:
@@ -241,7 +237,7 @@ func parseSpec(text string) (packetSpec, error) {
 			return s, specErr(text, "missing dst=: every packet needs a destination (or reply=N)")
 		}
 		if s.set&kProto == 0 {
-			s.proto = netfilter.ProtoTCP
+			s.proto = inet.TCP
 		}
 		if err := s.checkProtoKeys(s.proto, s.dst); err != nil {
 			return s, err
@@ -290,20 +286,20 @@ func (s *packetSpec) setPortName(tok string) error {
 
 // checkProtoKeys refuses keys that do not belong to the protocol, rather
 // than silently ignoring them.
-func (s *packetSpec) checkProtoKeys(proto uint8, dst netip.Addr) error {
+func (s *packetSpec) checkProtoKeys(proto inet.Proto, dst netip.Addr) error {
 	for _, tok := range strings.Fields(s.text) {
 		k, _, _ := strings.Cut(tok, "=")
 		key := specKeys[k]
 		switch {
-		case key&(kSport|kDport) != 0 && !hasPorts(proto):
+		case key&(kSport|kDport) != 0 && !proto.HasPorts():
 			return specErr(tok, "%s= needs proto tcp, udp, sctp or udplite, not %s", k, protoName(proto))
-		case key&(kType|kCode|kID) != 0 && !isICMP(proto):
+		case key&(kType|kCode|kID) != 0 && !proto.IsICMP():
 			return specErr(tok, "%s= needs proto icmp or icmpv6, not %s", k, protoName(proto))
-		case key&(kFlags|kSeq|kAck|kWin) != 0 && proto != netfilter.ProtoTCP:
+		case key&(kFlags|kSeq|kAck|kWin) != 0 && proto != inet.TCP:
 			return specErr(tok, "%s= needs proto tcp, not %s", k, protoName(proto))
-		case key == kProto && proto == netfilter.ProtoICMP && dst.Is6():
+		case key == kProto && proto == inet.ICMP && dst.Is6():
 			return specErr(tok, "icmp with an IPv6 destination: use proto=icmpv6")
-		case key == kProto && proto == netfilter.ProtoICMPv6 && dst.Is4():
+		case key == kProto && proto == inet.ICMPv6 && dst.Is4():
 			return specErr(tok, "icmpv6 with an IPv4 destination: use proto=icmp")
 		}
 	}
@@ -334,17 +330,17 @@ func parseUint16(tok, v, what string) (uint16, error) {
 	return uint16(n), err
 }
 
-var flagLetters = map[rune]netfilter.TCPFlags{
-	'S': netfilter.SYN, 'A': netfilter.ACK, 'F': netfilter.FIN, 'R': netfilter.RST,
-	'P': netfilter.PSH, 'U': netfilter.URG, 'E': netfilter.ECE, 'C': netfilter.CWR,
+var flagLetters = map[rune]inet.TCPFlags{
+	'S': inet.SYN, 'A': inet.ACK, 'F': inet.FIN, 'R': inet.RST,
+	'P': inet.PSH, 'U': inet.URG, 'E': inet.ECE, 'C': inet.CWR,
 }
 
 // parseTCPFlags reads flags as letters (S, SA, FA, R…) or "none".
-func parseTCPFlags(tok, v string) (netfilter.TCPFlags, error) {
+func parseTCPFlags(tok, v string) (inet.TCPFlags, error) {
 	if v == "none" || v == "NONE" {
 		return 0, nil
 	}
-	var f netfilter.TCPFlags
+	var f inet.TCPFlags
 	for _, r := range v {
 		bit, ok := flagLetters[r]
 		if !ok {
@@ -357,15 +353,15 @@ func parseTCPFlags(tok, v string) (netfilter.TCPFlags, error) {
 
 // flagString prints flags as letters in the order people write them
 // (SA, FA, PA, RA).
-func flagString(f netfilter.TCPFlags) string {
+func flagString(f inet.TCPFlags) string {
 	if f == 0 {
 		return "none"
 	}
 	var b strings.Builder
 	for _, l := range []struct {
 		r rune
-		f netfilter.TCPFlags
-	}{{'S', netfilter.SYN}, {'F', netfilter.FIN}, {'R', netfilter.RST}, {'P', netfilter.PSH}, {'A', netfilter.ACK}, {'U', netfilter.URG}, {'E', netfilter.ECE}, {'C', netfilter.CWR}} {
+		f inet.TCPFlags
+	}{{'S', inet.SYN}, {'F', inet.FIN}, {'R', inet.RST}, {'P', inet.PSH}, {'A', inet.ACK}, {'U', inet.URG}, {'E', inet.ECE}, {'C', inet.CWR}} {
 		if f&l.f != 0 {
 			b.WriteRune(l.r)
 		}
@@ -410,13 +406,13 @@ func (e *lineError) Unwrap() error { return e.err }
 
 // l4Header is the transport header length counted in a packet's IP total
 // length.
-func l4Header(p uint8) int {
+func l4Header(p inet.Proto) int {
 	switch p {
-	case netfilter.ProtoTCP:
+	case inet.TCP:
 		return 20
-	case netfilter.ProtoUDP, netfilter.ProtoUDPLite, netfilter.ProtoICMP, netfilter.ProtoICMPv6:
+	case inet.UDP, inet.UDPLite, inet.ICMP, inet.ICMPv6:
 		return 8
-	case netfilter.ProtoSCTP:
+	case inet.SCTP:
 		return 12
 	}
 	return 0
@@ -443,10 +439,10 @@ func tcpNext(p netfilter.Packet) uint32 {
 		hdr = 40 + 20
 	}
 	n := uint32(max(p.Length-hdr, 0))
-	if p.TCPFlags&netfilter.SYN != 0 {
+	if p.TCPFlags&inet.SYN != 0 {
 		n++
 	}
-	if p.TCPFlags&netfilter.FIN != 0 {
+	if p.TCPFlags&inet.FIN != 0 {
 		n++
 	}
 	return p.Seq + n
@@ -475,7 +471,7 @@ func (s *packetSpec) numberTCP(p *netfilter.Packet, prior []outcome) {
 	var same, back *netfilter.Packet
 	for i := len(prior) - 1; i >= 0 && (same == nil || back == nil); i-- {
 		o := &prior[i]
-		if o.input.Proto != netfilter.ProtoTCP {
+		if o.input.Proto != inet.TCP {
 			continue
 		}
 		if same == nil && flowOf(o.input) == f {
@@ -501,7 +497,7 @@ func (s *packetSpec) numberTCP(p *netfilter.Packet, prior []outcome) {
 	switch {
 	case s.set&kAck != 0:
 		p.Ack = s.ack
-	case back != nil && p.TCPFlags&netfilter.ACK != 0:
+	case back != nil && p.TCPFlags&inet.ACK != 0:
 		p.Ack = tcpNext(*back)
 	}
 }
@@ -535,15 +531,15 @@ func (s *packetSpec) resolve(n int, prior []outcome, host *netfilter.Host) (netf
 			ICMPType: q.ICMPType, ICMPCode: q.ICMPCode, ICMPID: q.ICMPID,
 		}
 		switch {
-		case q.Proto == netfilter.ProtoICMP && q.ICMPType == 8:
+		case q.Proto == inet.ICMP && q.ICMPType == 8:
 			p.ICMPType = 0
-		case q.Proto == netfilter.ProtoICMPv6 && q.ICMPType == 128:
+		case q.Proto == inet.ICMPv6 && q.ICMPType == 128:
 			p.ICMPType = 129
 		}
-		if q.Proto == netfilter.ProtoTCP {
-			p.TCPFlags = netfilter.ACK
-			if q.TCPFlags&(netfilter.SYN|netfilter.ACK) == netfilter.SYN {
-				p.TCPFlags = netfilter.SYN | netfilter.ACK
+		if q.Proto == inet.TCP {
+			p.TCPFlags = inet.ACK
+			if q.TCPFlags&(inet.SYN|inet.ACK) == inet.SYN {
+				p.TCPFlags = inet.SYN | inet.ACK
 			}
 		}
 		if s.set&kIn == 0 {
@@ -554,16 +550,16 @@ func (s *packetSpec) resolve(n int, prior []outcome, host *netfilter.Host) (netf
 		}
 	} else {
 		p.Proto = s.proto
-		if hasPorts(p.Proto) {
+		if p.Proto.HasPorts() {
 			p.SrcPort, p.DstPort = uint16(40000+n), 80
 		}
-		if p.Proto == netfilter.ProtoTCP {
-			p.TCPFlags = netfilter.SYN
+		if p.Proto == inet.TCP {
+			p.TCPFlags = inet.SYN
 		}
-		if isICMP(p.Proto) {
+		if p.Proto.IsICMP() {
 			p.ICMPID = uint16(n)
 			p.ICMPType = 8
-			if p.Proto == netfilter.ProtoICMPv6 {
+			if p.Proto == inet.ICMPv6 {
 				p.ICMPType = 128
 			}
 		}
@@ -622,7 +618,7 @@ func (s *packetSpec) resolve(n int, prior []outcome, host *netfilter.Host) (netf
 	if p.Family == netfilter.IPv4 && p.Length > 65535 || p.Length-40 > 65535 {
 		return p, "", specErr("len="+strconv.Itoa(s.payload), "packet too long: IP total length %d exceeds 65535", p.Length)
 	}
-	if p.Proto == netfilter.ProtoTCP {
+	if p.Proto == inet.TCP {
 		s.numberTCP(&p, prior)
 	}
 	if in != "" {

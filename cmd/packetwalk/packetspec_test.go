@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -29,7 +30,7 @@ func TestResolveDefaults(t *testing.T) {
 		in   string
 	}{
 		{"in=eth0 src=192.168.10.2 dst=192.168.10.1", 3, netfilter.Packet{Family: netfilter.IPv4, Proto: 6,
-			Src: a("192.168.10.2"), Dst: a("192.168.10.1"), SrcPort: 40003, DstPort: 80, TCPFlags: netfilter.SYN, TTL: 64, Length: 40, Seq: 1000, Window: 64240}, "eth0"},
+			Src: a("192.168.10.2"), Dst: a("192.168.10.1"), SrcPort: 40003, DstPort: 80, TCPFlags: inet.SYN, TTL: 64, Length: 40, Seq: 1000, Window: 64240}, "eth0"},
 		{"proto=udp dst=8.8.8.8 dport=53 len=32 mark=0x10 ttl=5", 1, netfilter.Packet{Family: netfilter.IPv4, Proto: 17,
 			Dst: a("8.8.8.8"), SrcPort: 40001, DstPort: 53, TTL: 5, Length: 20 + 8 + 32, Mark: 0x10}, ""},
 		{"proto=icmp in=local dst=192.168.10.7", 2, netfilter.Packet{Family: netfilter.IPv4, Proto: 1,
@@ -37,7 +38,7 @@ func TestResolveDefaults(t *testing.T) {
 		{"proto=icmpv6 type=echo-reply id=9 code=0 src=fd00::2 dst=fd00::1 in=eth1", 1, netfilter.Packet{Family: netfilter.IPv6, Proto: 58,
 			Src: a("fd00::2"), Dst: a("fd00::1"), ICMPType: 129, ICMPID: 9, TTL: 64, Length: 48}, "eth1"},
 		{"dst=fd00::9 sport=1 dport=2 flags=FA", 1, netfilter.Packet{Family: netfilter.IPv6, Proto: 6,
-			Dst: a("fd00::9"), SrcPort: 1, DstPort: 2, TCPFlags: netfilter.FIN | netfilter.ACK, TTL: 64, Length: 60, Seq: 1000, Window: 64240}, ""},
+			Dst: a("fd00::9"), SrcPort: 1, DstPort: 2, TCPFlags: inet.FIN | inet.ACK, TTL: 64, Length: 60, Seq: 1000, Window: 64240}, ""},
 		{"proto=sctp dst=10.0.0.1 flags=none", 1, netfilter.Packet{}, ""}, // refused below: flags on sctp
 		{"proto=47 dst=10.0.0.1", 1, netfilter.Packet{Family: netfilter.IPv4, Proto: 47, Dst: a("10.0.0.1"), TTL: 64, Length: 20}, ""},
 	} {
@@ -96,7 +97,7 @@ func TestResolveReply(t *testing.T) {
 	h := testHost(t)
 	a := netip.MustParseAddr
 	first := netfilter.Packet{Family: netfilter.IPv4, Proto: 6, Src: a("192.168.10.2"), Dst: a("10.0.0.5"),
-		SrcPort: 40001, DstPort: 80, TCPFlags: netfilter.SYN, TTL: 63, Out: "eth1", Mark: 0x4000}
+		SrcPort: 40001, DstPort: 80, TCPFlags: inet.SYN, TTL: 63, Out: "eth1", Mark: 0x4000}
 	ping := netfilter.Packet{Family: netfilter.IPv4, Proto: 1, Src: a("192.168.10.1"), Dst: a("192.168.10.2"),
 		ICMPType: 8, ICMPID: 2, TTL: 64, Out: "eth0"}
 	prior := []outcome{
@@ -112,9 +113,9 @@ func TestResolveReply(t *testing.T) {
 		err  string
 	}{
 		{"reply=1", netfilter.Packet{Family: netfilter.IPv4, Proto: 6, Src: a("10.0.0.5"), Dst: a("192.168.10.2"),
-			SrcPort: 80, DstPort: 40001, TCPFlags: netfilter.SYN | netfilter.ACK, TTL: 64, Length: 40, Seq: 5000, Ack: 1, Window: 64240}, "eth1", ""},
+			SrcPort: 80, DstPort: 40001, TCPFlags: inet.SYN | inet.ACK, TTL: 64, Length: 40, Seq: 5000, Ack: 1, Window: 64240}, "eth1", ""},
 		{"reply=1 flags=A len=10 in=eth0", netfilter.Packet{Family: netfilter.IPv4, Proto: 6, Src: a("10.0.0.5"), Dst: a("192.168.10.2"),
-			SrcPort: 80, DstPort: 40001, TCPFlags: netfilter.ACK, TTL: 64, Length: 50, Seq: 5000, Ack: 1, Window: 64240}, "eth0", ""},
+			SrcPort: 80, DstPort: 40001, TCPFlags: inet.ACK, TTL: 64, Length: 50, Seq: 5000, Ack: 1, Window: 64240}, "eth0", ""},
 		{"reply=2", netfilter.Packet{Family: netfilter.IPv4, Proto: 1, Src: a("192.168.10.2"), Dst: a("192.168.10.1"),
 			ICMPType: 0, ICMPID: 2, TTL: 64, Length: 28}, "eth0", ""},
 		{"reply=4", netfilter.Packet{Family: netfilter.IPv4, Proto: 17, Src: a("192.168.10.1"), Dst: a("192.168.10.2"),

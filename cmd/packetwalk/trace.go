@@ -175,20 +175,22 @@ func runPackets(nd *node, specs []packetSpec) ([]outcome, error) {
 // whereAction finds the action of the deciding step in the trace.
 func whereAction(res netfilter.Result) string {
 	w := res.Where
-	if w.Action == "ROUTE" {
-		return "ROUTE"
+	if w.Action.Kind == netfilter.ActionRoute {
+		return w.Action.String()
 	}
 	for i := len(res.Trace) - 1; i >= 0; i-- {
 		s := res.Trace[i]
-		if s.Action != "ENTER" && s.Hook == w.Hook && s.Table == w.Table && s.Chain == w.Chain && s.Rule == w.Rule {
-			return s.Action
+		if s.Action.Kind != netfilter.ActionEnter && s.Hook == w.Hook && s.Table == w.Table && s.Chain == w.Chain && s.Rule == w.Rule {
+			return s.Action.String()
 		}
 	}
 	return ""
 }
 
 // decided reports whether any table or the routing decided the packet.
-func decided(res netfilter.Result) bool { return res.Where.Chain != "" || res.Where.Action == "ROUTE" }
+func decided(res netfilter.Result) bool {
+	return res.Where.Chain != "" || res.Where.Action.Kind == netfilter.ActionRoute
+}
 
 // conntrackText is the packet's conntrack entry right after the packet, as
 // conntrack -L prints it, or "" when the packet is untracked (as in the
@@ -204,9 +206,9 @@ func conntrackText(h *netfilter.Host, p netfilter.Packet, res netfilter.Result) 
 	}
 	var tp conntrack.Tuple
 	switch {
-	case isICMP(p.Proto):
+	case p.Proto.IsICMP():
 		tp = conntrack.ICMPTuple(p.Src, p.Dst, p.ICMPType, p.ICMPCode, p.ICMPID)
-	case hasPorts(p.Proto):
+	case p.Proto.HasPorts():
 		tp = conntrack.TupleFrom(p.Proto, netip.AddrPortFrom(p.Src, p.SrcPort), netip.AddrPortFrom(p.Dst, p.DstPort))
 	default:
 		tp = conntrack.Tuple{Src: p.Src, Dst: p.Dst, Proto: p.Proto}

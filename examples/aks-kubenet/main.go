@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
@@ -200,7 +201,7 @@ func cniNode() (*netfilter.Host, error) {
 }
 
 func fromPod(src, dst string, sport int) netfilter.Packet {
-	return story.TCP(fmt.Sprintf("%s:%d", src, sport), dst, netfilter.SYN)
+	return story.TCP(fmt.Sprintf("%s:%d", src, sport), dst, inet.SYN)
 }
 
 func explain(w io.Writer, h *netfilter.Host, iface string, p netfilter.Packet) error {

@@ -27,6 +27,7 @@ import (
 	"os"
 
 	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/ipset"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
@@ -93,13 +94,13 @@ func newNet(w io.Writer) (*story.Net, error) {
 // curl sends a SYN from the pod to server:80 and prints the source the
 // server's nginx would log; it returns that source.
 func curl(w io.Writer, n *story.Net, server string, sport int) (netip.Addr, error) {
-	hops := n.Send("pod", story.TCP(fmt.Sprintf("%s:%d", PodIP, sport), server+":80", netfilter.SYN))
+	hops := n.Send("pod", story.TCP(fmt.Sprintf("%s:%d", PodIP, sport), server+":80", inet.SYN))
 	last := story.Last(hops)
 	if last.Result.Disposition != netfilter.Delivered {
 		return netip.Addr{}, fmt.Errorf("curl %s: %s on %s", server, last.Result.Disposition, last.Host)
 	}
 	fmt.Fprintf(w, "%s docker logs: %s - - \"GET / HTTP/1.1\" 200 612 \"-\" \"curl/7.68.0\" \"-\"\n", last.Host, last.In.Src)
-	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, netfilter.SYN|netfilter.ACK))
+	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
 	if l := story.Last(back); l.Host != "pod" || l.Result.Disposition != netfilter.Delivered {
 		return netip.Addr{}, fmt.Errorf("reply from %s: %s on %s", server, l.Result.Disposition, l.Host)
 	}

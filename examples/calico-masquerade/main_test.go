@@ -12,6 +12,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/ipset"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
@@ -34,7 +35,7 @@ func TestWhoSeesWhat(t *testing.T) {
 	sport := 40000
 	masq := func(server string) bool {
 		sport++
-		r := node.Receive("azv46", story.TCP(fmt.Sprintf("%s:%d", PodIP, sport), server+":80", netfilter.SYN))
+		r := node.Receive("azv46", story.TCP(fmt.Sprintf("%s:%d", PodIP, sport), server+":80", inet.SYN))
 		return netfiltertest.Matched(r, netfilter.NAT, "cali-nat-outgoing", 1)
 	}
 	src, err := curl(io.Discard, n, ServerA, 50001)
@@ -70,7 +71,7 @@ func TestWhoSeesWhat(t *testing.T) {
 func TestOnlyMasqPoolsAreMasqueraded(t *testing.T) {
 	n, err := newNet(io.Discard)
 	require.NoError(t, err)
-	r := n.Host("node").Receive("azv46", story.TCP("192.168.7.7:40000", ServerB+":80", netfilter.SYN))
+	r := n.Host("node").Receive("azv46", story.TCP("192.168.7.7:40000", ServerB+":80", inet.SYN))
 	require.Equal(t, netfilter.Forwarded, r.Disposition)
 	assert.Equal(t, "192.168.7.7", r.Packet.Src.String())
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
@@ -139,20 +140,20 @@ func newNet(w io.Writer, yaml []byte, pods ...string) (*story.Net, error) {
 // sport and returns the SYN's hops.
 func connect(n *story.Net, w io.Writer, src, vip string, sport int) ([]story.Hop, error) {
 	story.Title(w, "%s:%d → %s:80: the SYN", src, sport, vip)
-	syn := story.TCP(fmt.Sprintf("%s:%d", src, sport), vip+":80", netfilter.SYN)
+	syn := story.TCP(fmt.Sprintf("%s:%d", src, sport), vip+":80", inet.SYN)
 	hops := n.Send("laptop", syn)
 	last := story.Last(hops)
 	if last.Result.Disposition != netfilter.Delivered {
 		return hops, fmt.Errorf("SYN from %d: %s on %s", sport, last.Result.Disposition, last.Host)
 	}
 	story.Title(w, "The SYN-ACK back from %s", last.Host)
-	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, netfilter.SYN|netfilter.ACK))
+	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
 	l := story.Last(back)
 	if l.Host != "laptop" || l.Result.Disposition != netfilter.Delivered {
 		return hops, fmt.Errorf("SYN-ACK ended on %s: %s", l.Host, l.Result.Disposition)
 	}
 	story.Title(w, "The ACK")
-	n.Send("laptop", netfiltertest.Reply(l.Result.Packet, netfilter.ACK))
+	n.Send("laptop", netfiltertest.Reply(l.Result.Packet, inet.ACK))
 	return hops, nil
 }
 
@@ -164,7 +165,7 @@ func run(w io.Writer) error {
 	}
 	node := n.Host("node")
 	story.Title(w, "Where can the SYN go? (Host.Explain, exact)")
-	syn := story.TCP(Laptop+":51535", VIP+":80", netfilter.SYN)
+	syn := story.TCP(Laptop+":51535", VIP+":80", inet.SYN)
 	outs, err := node.Explain("azure0", syn)
 	if err != nil {
 		return err
@@ -248,7 +249,7 @@ func picture() ([]byte, error) {
 		return nil, err
 	}
 	node := n.Host("node")
-	syn := story.TCP(Laptop+":51535", VIP+":80", netfilter.SYN)
+	syn := story.TCP(Laptop+":51535", VIP+":80", inet.SYN)
 	r := node.Receive("azure0", syn)
 	return render.DOT(node.Ruleset(netfilter.IPv4), render.Options{
 		Table: netfilter.NAT,

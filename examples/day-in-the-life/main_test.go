@@ -17,6 +17,7 @@ import (
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 	"github.com/packetwalk/packetwalk/render"
@@ -68,7 +69,7 @@ func TestClusterPolicy(t *testing.T) {
 	n, err := newNet(io.Discard, clusterYAML, "10.13.76.26", "10.13.76.7")
 	require.NoError(t, err)
 	node := n.Host("node")
-	outs, err := node.Explain("azure0", story.TCP(Laptop+":51535", VIP+":80", netfilter.SYN))
+	outs, err := node.Explain("azure0", story.TCP(Laptop+":51535", VIP+":80", inet.SYN))
 	require.NoError(t, err)
 	require.Len(t, outs, 2)
 	pods := map[string]int{"10.13.76.26:80": 1, "10.13.76.7:80": 2}
@@ -111,7 +112,7 @@ func TestClusterPolicy(t *testing.T) {
 func TestLocalPolicy(t *testing.T) {
 	n, err := newNet(io.Discard, localYAML, "10.13.76.15", "10.13.76.30")
 	require.NoError(t, err)
-	outs, err := n.Host("node").Explain("azure0", story.TCP(Laptop2+":57675", VIPLocal+":80", netfilter.SYN))
+	outs, err := n.Host("node").Explain("azure0", story.TCP(Laptop2+":57675", VIPLocal+":80", inet.SYN))
 	require.NoError(t, err)
 	require.Len(t, outs, 2)
 	for _, o := range outs {

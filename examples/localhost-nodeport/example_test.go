@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/netfilter"
 	"io"
 )
 
@@ -13,8 +14,8 @@ func connect(c Case) string {
 		return err.Error()
 	}
 	out := fmt.Sprintf("%s %s:%d -> %s:%d", res.Disposition, res.Packet.Src, res.Packet.SrcPort, res.Packet.Dst, res.Packet.DstPort)
-	if res.Reason != "" {
-		out += " (" + res.Reason + " at " + res.Where.Hook.String() + ")"
+	if res.Reason != netfilter.NoReason {
+		out += " (" + res.Reason.String() + " at " + res.Where.Hook.String() + ")"
 	}
 	return out
 }

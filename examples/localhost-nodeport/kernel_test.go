@@ -53,7 +53,7 @@ func TestKernel(t *testing.T) {
 			t.Logf("kernel: sendto %v, frames:\n%s", sendErr, obs)
 			t.Logf("packetwalk: %s %s %q", res.Disposition, res.Verdict, res.Reason)
 
-			assert.Equal(t, sendErr != nil, res.Reason == "invalid source", "sendto fails exactly when packetwalk drops for an invalid source")
+			assert.Equal(t, sendErr != nil, res.Reason == netfilter.ReasonInvalidSource, "sendto fails exactly when packetwalk drops for an invalid source")
 			assert.Equal(t, len(obs.Server) > 0, res.Disposition == netfilter.Sent, "the SYN reached the pod")
 			if len(obs.Server) > 0 {
 				assert.Equal(t, netip.MustParseAddr(Bridge), obs.Server[0].Summary.Src, "source on the pod's wire")

@@ -29,6 +29,7 @@ import (
 	"os"
 
 	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
@@ -100,8 +101,8 @@ func kubeProxyRules(localhostNodePorts bool) ([]byte, error) {
 // kernel picks the source 127.0.0.1, the address of lo, the route's
 // device.
 func curl() netfilter.Packet {
-	return netfilter.Packet{Proto: netfilter.ProtoTCP, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"),
-		SrcPort: 40000, DstPort: NodePort, TCPFlags: netfilter.SYN, TTL: 64, Window: 64240}
+	return netfilter.Packet{Proto: inet.TCP, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"),
+		SrcPort: 40000, DstPort: NodePort, TCPFlags: inet.SYN, TTL: 64, Window: 64240}
 }
 
 // Case is one configuration of the node.
@@ -126,7 +127,7 @@ func Walk(w io.Writer, c Case) (netfilter.Result, error) {
 	}
 	story.Title(w, "%s", c.Title)
 	r := story.Send(w, "node-a", h, curl())
-	if r.Reason != "" {
+	if r.Reason != netfilter.NoReason {
 		fmt.Fprintf(w, "  reason: %s (at %s)\n", r.Reason, r.Where.Hook)
 	}
 	return r, nil

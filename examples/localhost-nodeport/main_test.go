@@ -40,7 +40,7 @@ func TestRouteLocalnetOff(t *testing.T) {
 	r, err := Walk(io.Discard, Cases[1])
 	require.NoError(t, err)
 	assert.Equal(t, netfilter.Dropped, r.Disposition)
-	assert.Equal(t, "invalid source", r.Reason)
+	assert.Equal(t, netfilter.ReasonInvalidSource, r.Reason)
 	assert.Equal(t, netfilter.Output, r.Where.Hook)
 	assert.Equal(t, netfilter.NAT, r.Where.Table)
 	assert.Equal(t, "127.0.0.1", r.Packet.Src.String())

@@ -9,8 +9,8 @@ import (
 
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
-	"github.com/packetwalk/packetwalk/netfilter"
 )
 
 // TestKernel replays host1's part of the walk in the kernel and compares
@@ -49,5 +49,5 @@ func TestKernel(t *testing.T) {
 
 	views := storytest.CompareNAT(t, lab, s.host1, "KUBE-SERVICES", "KUBE-NODEPORTS", SvcChain, SEP1, SEP2)
 	storytest.InGolden(t, views...)
-	storytest.CompareConntrack(t, lab, s.host1, conntrack.Filter{Proto: netfilter.ProtoTCP, OrigDstPort: NodePort}, "-p", "tcp", "--dport", "30811")
+	storytest.CompareConntrack(t, lab, s.host1, conntrack.Filter{Proto: inet.TCP, OrigDstPort: NodePort}, "-p", "tcp", "--dport", "30811")
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
@@ -146,7 +147,7 @@ func newScenario(w io.Writer) (*scenario, error) {
 
 // curl is the request packet of one connection of the client.
 func curl(sport int) netfilter.Packet {
-	return story.TCP(fmt.Sprintf("%s:%d", Client, sport), fmt.Sprintf("%s:%d", Host1IP, NodePort), netfilter.SYN)
+	return story.TCP(fmt.Sprintf("%s:%d", Client, sport), fmt.Sprintf("%s:%d", Host1IP, NodePort), inet.SYN)
 }
 
 func run(w io.Writer) error {
@@ -177,7 +178,7 @@ func run(w io.Writer) error {
 		}
 		fmt.Fprintln(w)
 	}
-	story.Conntrack(w, s.host1, "-p tcp --dport 30811", conntrack.Filter{Proto: netfilter.ProtoTCP, OrigDstPort: NodePort})
+	story.Conntrack(w, s.host1, "-p tcp --dport 30811", conntrack.Filter{Proto: inet.TCP, OrigDstPort: NodePort})
 	return nil
 }
 
@@ -195,13 +196,13 @@ func connections(w io.Writer, s *scenario) error {
 		pod := last.Host
 		seen[last.In.Dst] = true
 		story.Title(w, "The SYN-ACK, %s → client", pod)
-		back := s.net.Send(pod, netfiltertest.Reply(last.Result.Packet, netfilter.SYN|netfilter.ACK))
+		back := s.net.Send(pod, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
 		l := story.Last(back)
 		if l.Host != "client" || l.Result.Disposition != netfilter.Delivered {
 			return fmt.Errorf("SYN-ACK from %s ended on %s: %s", pod, l.Host, l.Result.Disposition)
 		}
 		story.Title(w, "The client's ACK completes the handshake")
-		s.net.Send("client", netfiltertest.Reply(l.Result.Packet, netfilter.ACK))
+		s.net.Send("client", netfiltertest.Reply(l.Result.Packet, inet.ACK))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
@@ -73,7 +74,7 @@ func TestWalkCounters(t *testing.T) {
 		hops := s.net.Send("client", curl(sport))
 		last := story.Last(hops)
 		require.Equal(t, netfilter.Delivered, last.Result.Disposition)
-		back := s.net.Send(last.Host, netfiltertest.Reply(last.Result.Packet, netfilter.SYN|netfilter.ACK))
+		back := s.net.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
 		l := story.Last(back)
 		assert.Equal(t, "client", l.Host)
 		assert.Equal(t, netip.MustParseAddr(Host1IP), l.In.Src, "the reply comes from the node address")

@@ -30,6 +30,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/ipset"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
@@ -91,16 +92,16 @@ func newNet(w io.Writer) (*story.Net, error) {
 // requestAddr kuard reports, which it returns.
 func curl(w io.Writer, n *story.Net, ip string, sport int) (netip.AddrPort, error) {
 	story.Title(w, "curl -s4 %s:8080 | grep requestAddr", ip)
-	hops := n.Send("ingress", story.TCP(fmt.Sprintf("%s:%d", Ingress, sport), ip+":8080", netfilter.SYN))
+	hops := n.Send("ingress", story.TCP(fmt.Sprintf("%s:%d", Ingress, sport), ip+":8080", inet.SYN))
 	last := story.Last(hops)
 	if last.Result.Disposition != netfilter.Delivered {
 		return netip.AddrPort{}, fmt.Errorf("curl %s: %s on %s", ip, last.Result.Disposition, last.Host)
 	}
-	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, netfilter.SYN|netfilter.ACK))
+	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
 	if l := story.Last(back); l.Host != "ingress" || l.Result.Disposition != netfilter.Delivered {
 		return netip.AddrPort{}, fmt.Errorf("reply from %s: %s on %s", ip, l.Result.Disposition, l.Host)
 	}
-	n.Send("ingress", netfiltertest.Reply(story.Last(back).Result.Packet, netfilter.ACK))
+	n.Send("ingress", netfiltertest.Reply(story.Last(back).Result.Packet, inet.ACK))
 	addr := netip.AddrPortFrom(last.In.Src, last.In.SrcPort)
 	fmt.Fprintf(w, "[...]\"requestAddr\":\"%s\"}\n", addr)
 	return addr, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
@@ -34,7 +35,7 @@ func TestRequestAddr(t *testing.T) {
 		{VMPod0, Ingress, false},
 		{VMPod, Ingress, false},
 	} {
-		r := n.Host("node0").Receive("azure0", story.TCP(Ingress+":30000", tc.dst+":8080", netfilter.SYN))
+		r := n.Host("node0").Receive("azure0", story.TCP(Ingress+":30000", tc.dst+":8080", inet.SYN))
 		require.Equal(t, netfilter.Forwarded, r.Disposition)
 		assert.Equal(t, tc.seen, r.Packet.Src.String(), tc.dst)
 		assert.Equal(t, tc.calico, netfiltertest.Matched(r, netfilter.NAT, "cali-nat-outgoing", 1), tc.dst)
@@ -59,7 +60,7 @@ func TestAddVirtualNodePool(t *testing.T) {
 	require.NoError(t, err)
 	node := n.Host("node0")
 	require.NoError(t, node.Sets().Add("cali40all-ipam-pools", "10.13.100.0/24", false))
-	r := node.Receive("azure0", story.TCP(Ingress+":30000", ACIPod+":8080", netfilter.SYN))
+	r := node.Receive("azure0", story.TCP(Ingress+":30000", ACIPod+":8080", inet.SYN))
 	require.Equal(t, netfilter.Forwarded, r.Disposition)
 	assert.Equal(t, Ingress, r.Packet.Src.String())
 	assert.True(t, netfiltertest.Matched(r, netfilter.NAT, "IP-MASQ-AGENT", 1))

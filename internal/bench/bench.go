@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
 	corev1 "k8s.io/api/core/v1"
@@ -154,8 +155,8 @@ func New(n int) (*Setup, error) {
 
 // SYN is a new connection from the client to service svc.
 func SYN(svc int, sport uint16) netfilter.Packet {
-	return netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP, Src: Client, Dst: ServiceIP(svc),
-		SrcPort: sport, DstPort: servePort, TCPFlags: netfilter.SYN, TTL: 64, Length: 60, Window: 64240}
+	return netfilter.Packet{Family: netfilter.IPv4, Proto: inet.TCP, Src: Client, Dst: ServiceIP(svc),
+		SrcPort: sport, DstPort: servePort, TCPFlags: inet.SYN, TTL: 64, Length: 60, Window: 64240}
 }
 
 // LoadBench measures installing (parsing and compiling) the rules of s on
@@ -229,13 +230,13 @@ func Establish(s *Setup, sport uint16) (netfilter.Packet, error) {
 		return syn, fmt.Errorf("SYN: %v (%s)", res.Disposition, res.Reason)
 	}
 	out := res.Packet
-	reply := netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP, Src: out.Dst, Dst: out.Src,
-		SrcPort: out.DstPort, DstPort: out.SrcPort, TCPFlags: netfilter.SYN | netfilter.ACK, TTL: 64, Length: 60, Window: 64240}
+	reply := netfilter.Packet{Family: netfilter.IPv4, Proto: inet.TCP, Src: out.Dst, Dst: out.Src,
+		SrcPort: out.DstPort, DstPort: out.SrcPort, TCPFlags: inet.SYN | inet.ACK, TTL: 64, Length: 60, Window: 64240}
 	if r := h.Receive("eth1", reply); r.Disposition != netfilter.Forwarded {
 		return syn, fmt.Errorf("SYN-ACK: %v (%s)", r.Disposition, r.Reason)
 	}
 	ack := syn
-	ack.TCPFlags = netfilter.ACK
+	ack.TCPFlags = inet.ACK
 	return ack, nil
 }
 

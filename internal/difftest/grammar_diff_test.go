@@ -490,7 +490,7 @@ func (r *grammarRun) batch(ns *kerneltest.NS, lab *kerneltest.Lab, cs []gCase) e
 			switch {
 			case kerr != "":
 				r.bothRefuse.Add(1)
-			case errors.Is(err, netfilter.ErrUnsupported):
+			case errors.Is(err, netfilter.ErrNotModelled):
 				r.unmodelled.Add(1)
 			default:
 				r.diverge(c, "packetwalk refuses, the kernel accepts", err.Error())

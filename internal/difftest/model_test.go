@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
@@ -40,7 +41,7 @@ func (p genPacket) frameSpec() kerneltest.FrameSpec {
 	return s
 }
 
-var protoNums = map[string]uint8{"tcp": netfilter.ProtoTCP, "udp": netfilter.ProtoUDP, "icmp": netfilter.ProtoICMP}
+var protoNums = map[string]inet.Proto{"tcp": inet.TCP, "udp": inet.UDP, "icmp": inet.ICMP}
 
 // simPacket is the simulator's view of p. Length is the IP total length of
 // the frame the kernel gets, which byte counters add up.
@@ -55,7 +56,7 @@ func (p genPacket) simPacket() netfilter.Packet {
 	if p.Src.Is6() {
 		hdr = 40
 		if p.Proto == "icmp" {
-			sp.Proto = netfilter.ProtoICMPv6
+			sp.Proto = inet.ICMPv6
 		}
 	}
 	switch p.Proto {
@@ -93,22 +94,22 @@ func (p genPacket) simPacket() netfilter.Packet {
 	return sp
 }
 
-func parseFlags(s string) netfilter.TCPFlags {
-	var f netfilter.TCPFlags
+func parseFlags(s string) inet.TCPFlags {
+	var f inet.TCPFlags
 	for n := range strings.SplitSeq(s, ",") {
 		switch n {
 		case "FIN":
-			f |= netfilter.FIN
+			f |= inet.FIN
 		case "SYN":
-			f |= netfilter.SYN
+			f |= inet.SYN
 		case "RST":
-			f |= netfilter.RST
+			f |= inet.RST
 		case "PSH":
-			f |= netfilter.PSH
+			f |= inet.PSH
 		case "ACK":
-			f |= netfilter.ACK
+			f |= inet.ACK
 		case "URG":
-			f |= netfilter.URG
+			f |= inet.URG
 		}
 	}
 	return f
@@ -127,49 +128,49 @@ func stackReply(p netfilter.Packet) (netfilter.Packet, bool) {
 		hdr = 40
 	}
 	switch p.Proto {
-	case netfilter.ProtoTCP:
-		if p.TCPFlags&netfilter.RST != 0 {
+	case inet.TCP:
+		if p.TCPFlags&inet.RST != 0 {
 			return r, false
 		}
-		r.Proto, r.SrcPort, r.DstPort = netfilter.ProtoTCP, p.DstPort, p.SrcPort
-		r.TCPFlags = netfilter.RST
+		r.Proto, r.SrcPort, r.DstPort = inet.TCP, p.DstPort, p.SrcPort
+		r.TCPFlags = inet.RST
 		// The stack's reset (tcp_v4_send_reset) takes its sequence from
 		// the segment's ack, or acknowledges the segment; window 0.
-		if p.TCPFlags&netfilter.ACK == 0 {
-			r.TCPFlags |= netfilter.ACK
+		if p.TCPFlags&inet.ACK == 0 {
+			r.TCPFlags |= inet.ACK
 			r.Ack = p.Seq + uint32(tcpPayload(p))
-			if p.TCPFlags&netfilter.SYN != 0 {
+			if p.TCPFlags&inet.SYN != 0 {
 				r.Ack++
 			}
-			if p.TCPFlags&netfilter.FIN != 0 {
+			if p.TCPFlags&inet.FIN != 0 {
 				r.Ack++
 			}
 		} else {
 			r.Seq = p.Ack
 		}
 		r.Length = hdr + 20
-	case netfilter.ProtoUDP:
+	case inet.UDP:
 		if v6 {
-			r.Proto, r.ICMPType, r.ICMPCode = netfilter.ProtoICMPv6, 1, 4
+			r.Proto, r.ICMPType, r.ICMPCode = inet.ICMPv6, 1, 4
 			r.Length = min(hdr+8+p.Length, 1280)
 		} else {
-			r.Proto, r.ICMPType, r.ICMPCode = netfilter.ProtoICMP, 3, 3
+			r.Proto, r.ICMPType, r.ICMPCode = inet.ICMP, 3, 3
 			r.Length = min(hdr+8+p.Length, 576)
 			r.TOS = 0xc0
 		}
 		// The error quotes the datagram as the stack got it (after any
 		// DNAT); conntrack relates the error to its connection by it.
 		r.Inner = netfilter.InnerHeader{Proto: p.Proto, Src: p.Src, Dst: p.Dst, SrcPort: p.SrcPort, DstPort: p.DstPort}
-	case netfilter.ProtoICMP:
+	case inet.ICMP:
 		if p.ICMPType != 8 {
 			return r, false
 		}
-		r.Proto, r.ICMPID, r.Length = netfilter.ProtoICMP, p.ICMPID, p.Length
-	case netfilter.ProtoICMPv6:
+		r.Proto, r.ICMPID, r.Length = inet.ICMP, p.ICMPID, p.Length
+	case inet.ICMPv6:
 		if p.ICMPType != 128 {
 			return r, false
 		}
-		r.Proto, r.ICMPType, r.ICMPID, r.Length = netfilter.ProtoICMPv6, 129, p.ICMPID, p.Length
+		r.Proto, r.ICMPType, r.ICMPID, r.Length = inet.ICMPv6, 129, p.ICMPID, p.Length
 	default:
 		return r, false
 	}
@@ -262,7 +263,7 @@ func (o *simOutcome) addFrame(r netfilter.Result) {
 // keyOfSim and keyOfKernel render a packet the same way on both sides.
 func keyOfSim(p netfilter.Packet, side string) string {
 	flags := ""
-	if p.Proto == netfilter.ProtoTCP && p.TCPFlags != 0 {
+	if p.Proto == inet.TCP && p.TCPFlags != 0 {
 		flags = p.TCPFlags.String()
 	}
 	return frameKey(side, p.Proto, p.Src, p.Dst, p.SrcPort, p.DstPort, flags, p.ICMPType, p.ICMPCode, p.TTL, p.Length)
@@ -270,14 +271,14 @@ func keyOfSim(p netfilter.Packet, side string) string {
 
 func keyOfKernel(c kerneltest.Captured) string {
 	s := c.Summary
-	return frameKey(c.Side.String(), s.Proto, s.Src, s.Dst, s.SrcPort, s.DstPort, s.TCPFlags, s.ICMPType, s.ICMPCode, s.TTL, s.IPLen)
+	return frameKey(c.Side.String(), inet.Proto(s.Proto), s.Src, s.Dst, s.SrcPort, s.DstPort, s.TCPFlags, s.ICMPType, s.ICMPCode, s.TTL, s.IPLen)
 }
 
-func frameKey(side string, proto uint8, src, dst netip.Addr, sport, dport uint16, flags string, it, ic, ttl uint8, length int) string {
+func frameKey(side string, proto inet.Proto, src, dst netip.Addr, sport, dport uint16, flags string, it, ic, ttl uint8, length int) string {
 	switch proto {
-	case netfilter.ProtoTCP:
+	case inet.TCP:
 		return fmt.Sprintf("%s: tcp %s > %s [%s] ttl=%d len=%d", side, netip.AddrPortFrom(src, sport), netip.AddrPortFrom(dst, dport), flags, ttl, length)
-	case netfilter.ProtoUDP:
+	case inet.UDP:
 		return fmt.Sprintf("%s: udp %s > %s ttl=%d len=%d", side, netip.AddrPortFrom(src, sport), netip.AddrPortFrom(dst, dport), ttl, length)
 	}
 	return fmt.Sprintf("%s: proto%d %s > %s type=%d code=%d ttl=%d len=%d", side, proto, src, dst, it, ic, ttl, length)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"pgregory.net/rapid"
@@ -67,7 +68,7 @@ func (p wirePkt) String() string {
 // quoted is the first 28 bytes of the packet an ICMP error quotes (IP
 // header and 8 transport bytes), rebuilt from its summary.
 func quoted(s *kerneltest.Summary) ([]byte, error) {
-	spec := kerneltest.FrameSpec{Proto: protoNameOf(s.Proto), Src: s.Src, Dst: s.Dst, SrcPort: s.SrcPort, DstPort: s.DstPort,
+	spec := kerneltest.FrameSpec{Proto: protoNameOf(inet.Proto(s.Proto)), Src: s.Src, Dst: s.Dst, SrcPort: s.SrcPort, DstPort: s.DstPort,
 		TCPFlags: s.TCPFlags, Seq: s.Seq, Ack: s.Ack, TTL: s.TTL, ID: s.ID, DF: s.DF, PayloadLen: max(0, s.IPLen-28)}
 	b, err := kerneltest.BuildPacket(spec)
 	if err != nil {
@@ -76,11 +77,11 @@ func quoted(s *kerneltest.Summary) ([]byte, error) {
 	return b[:28], nil
 }
 
-func protoNameOf(p uint8) string {
+func protoNameOf(p inet.Proto) string {
 	switch p {
-	case netfilter.ProtoTCP:
+	case inet.TCP:
 		return "tcp"
-	case netfilter.ProtoUDP:
+	case inet.UDP:
 		return "udp"
 	}
 	return "icmp"
@@ -119,7 +120,7 @@ func (p wirePkt) simPacket() netfilter.Packet {
 		sp.Length = 28 + p.PayloadLen
 		if p.Inner != nil {
 			in := p.Inner
-			sp.Inner = netfilter.InnerHeader{Proto: in.Proto, Src: in.Src, Dst: in.Dst, SrcPort: in.SrcPort, DstPort: in.DstPort}
+			sp.Inner = netfilter.InnerHeader{Proto: inet.Proto(in.Proto), Src: in.Src, Dst: in.Dst, SrcPort: in.SrcPort, DstPort: in.DstPort}
 			sp.Length = 28 + 28
 		} else {
 			sp.ICMPID = p.SPort
@@ -130,8 +131,8 @@ func (p wirePkt) simPacket() netfilter.Packet {
 
 // icmpExtra is what the frame keys of the differential suite add for NAT:
 // the echo identifier and the header an ICMP error quotes.
-func icmpExtra(proto, typ uint8, id uint16, inner *kerneltest.Summary) string {
-	if proto != netfilter.ProtoICMP {
+func icmpExtra(proto inet.Proto, typ uint8, id uint16, inner *kerneltest.Summary) string {
+	if proto != inet.ICMP {
 		return ""
 	}
 	if typ == 0 || typ == 8 {
@@ -150,7 +151,7 @@ func natKeyOfSim(p netfilter.Packet) string {
 	}
 	var in *kerneltest.Summary
 	if p.Inner.Proto != 0 {
-		in = &kerneltest.Summary{Proto: p.Inner.Proto, Src: p.Inner.Src, Dst: p.Inner.Dst, SrcPort: p.Inner.SrcPort, DstPort: p.Inner.DstPort}
+		in = &kerneltest.Summary{Proto: uint8(p.Inner.Proto), Src: p.Inner.Src, Dst: p.Inner.Dst, SrcPort: p.Inner.SrcPort, DstPort: p.Inner.DstPort}
 	}
 	return keyOfSim(p, side) + icmpExtra(p.Proto, p.ICMPType, p.ICMPID, in)
 }
@@ -169,7 +170,7 @@ func echoID(frame []byte) uint16 {
 
 func natKeyOfKernel(c kerneltest.Captured) string {
 	s := c.Summary
-	return keyOfKernel(c) + icmpExtra(s.Proto, s.ICMPType, echoID(c.Frame), s.Inner)
+	return keyOfKernel(c) + icmpExtra(inet.Proto(s.Proto), s.ICMPType, echoID(c.Frame), s.Inner)
 }
 
 // flowResult is the comparison of one natCase.
@@ -370,7 +371,7 @@ func reached(obs kerneltest.Observation, p wirePkt, side kerneltest.Side) bool {
 		cs = obs.Server
 	}
 	for _, c := range cs {
-		if c.Summary.Proto == netfilter.ProtoTCP && c.Summary.TCPFlags == p.Flags {
+		if inet.Proto(c.Summary.Proto) == inet.TCP && c.Summary.TCPFlags == p.Flags {
 			return true
 		}
 	}
@@ -383,7 +384,7 @@ func reached(obs kerneltest.Observation, p wirePkt, side kerneltest.Side) bool {
 func findDelivered(obs kerneltest.Observation, p wirePkt) *responder {
 	for _, c := range append(slices.Clone(obs.Server), obs.Client...) {
 		s := c.Summary
-		if s.Proto != protoNums[p.Proto] {
+		if inet.Proto(s.Proto) != protoNums[p.Proto] {
 			continue
 		}
 		switch p.Proto {

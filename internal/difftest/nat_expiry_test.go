@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/stretchr/testify/assert"
@@ -106,7 +107,7 @@ func runExpiryCase(lab *kerneltest.Lab, c xCase) (*xRun, error) {
 	if _, _, err := lab.Node().Exec("", "conntrack", "-D", "-p", "udp", "--orig-port-src", "45000"); err != nil && !strings.Contains(err.Error(), "0 flow entries") {
 		return r, err
 	}
-	r.h.Conntrack().Delete(conntrack.Filter{Proto: netfilter.ProtoUDP, OrigSrcPort: 45000})
+	r.h.Conntrack().Delete(conntrack.Filter{Proto: inet.UDP, OrigSrcPort: 45000})
 	fmt.Fprintf(&r.tr, "-- again, in reverse order\n")
 	for fi := ka - 1; fi >= 0; fi-- {
 		e.sync()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/stretchr/testify/assert"
@@ -123,7 +124,7 @@ func TestKernelNATStaleUDPEntry(t *testing.T) {
 	assert.Equal(t, []string{"server: udp 192.168.10.2:40000 > 10.244.1.5:53 ttl=63 len=38"}, send(), "the entry pins the old endpoint")
 	_, _, err := lab.Node().Exec("", "conntrack", "-D", "-p", "udp", "--orig-dst", "10.96.0.10")
 	require.NoError(t, err)
-	assert.Equal(t, 1, h.Conntrack().Delete(conntrack.Filter{Proto: netfilter.ProtoUDP, OrigDst: serviceIP}))
+	assert.Equal(t, 1, h.Conntrack().Delete(conntrack.Filter{Proto: inet.UDP, OrigDst: serviceIP}))
 	assert.Equal(t, []string{"server: udp 192.168.10.2:40000 > 10.244.1.5:5353 ttl=63 len=38"}, send(), "deleted: the new rule applies")
 	require.Empty(t, res.Diffs, "%s", tr.String())
 }

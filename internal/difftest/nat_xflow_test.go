@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
@@ -156,7 +157,7 @@ func quotedX(s *kerneltest.Summary) ([]byte, error) {
 	if s.Version != 6 && s.Src.Is4() {
 		return quoted(s)
 	}
-	spec := kerneltest.FrameSpec{Proto: protoNameOf(s.Proto), Src: s.Src, Dst: s.Dst, SrcPort: s.SrcPort, DstPort: s.DstPort,
+	spec := kerneltest.FrameSpec{Proto: protoNameOf(inet.Proto(s.Proto)), Src: s.Src, Dst: s.Dst, SrcPort: s.SrcPort, DstPort: s.DstPort,
 		TCPFlags: s.TCPFlags, Seq: s.Seq, Ack: s.Ack, TTL: s.TTL, PayloadLen: max(0, s.IPLen-48)}
 	b, err := kerneltest.BuildPacket(spec)
 	if err != nil {
@@ -190,7 +191,7 @@ func (p xpkt) simPacket() netfilter.Packet {
 	if v6 {
 		sp.Family, sp.ID, hdr = netfilter.IPv6, 0, 40
 		if p.Proto == "icmp" {
-			sp.Proto = netfilter.ProtoICMPv6
+			sp.Proto = inet.ICMPv6
 		}
 	}
 	switch p.Proto {
@@ -208,7 +209,7 @@ func (p xpkt) simPacket() netfilter.Packet {
 		sp.Length = hdr + 8 + p.PayloadLen
 		if p.Inner != nil {
 			in := p.Inner
-			sp.Inner = netfilter.InnerHeader{Proto: in.Proto, Src: in.Src, Dst: in.Dst, SrcPort: in.SrcPort, DstPort: in.DstPort}
+			sp.Inner = netfilter.InnerHeader{Proto: inet.Proto(in.Proto), Src: in.Src, Dst: in.Dst, SrcPort: in.SrcPort, DstPort: in.DstPort}
 			sp.Length = 2*hdr + 16
 		} else {
 			sp.ICMPID = p.SPort
@@ -233,22 +234,22 @@ func echoIDOf(frame []byte) uint16 {
 
 // xExtra is what frame keys add for ICMP: the echo identifier, or the
 // header an error quotes.
-func xExtra(proto, typ uint8, id uint16, inner *kerneltest.Summary) string {
-	if proto != netfilter.ProtoICMPv6 {
+func xExtra(proto inet.Proto, typ uint8, id uint16, inner *kerneltest.Summary) string {
+	if proto != inet.ICMPv6 {
 		return icmpExtra(proto, typ, id, inner)
 	}
 	echo := typ == 128 || typ == 129
 	switch {
 	case echo:
-		return icmpExtra(netfilter.ProtoICMP, 8, id, nil)
+		return icmpExtra(inet.ICMP, 8, id, nil)
 	default:
-		return icmpExtra(netfilter.ProtoICMP, 3, 0, inner)
+		return icmpExtra(inet.ICMP, 3, 0, inner)
 	}
 }
 
 func xKeyOfKernel(c kerneltest.Captured) string {
 	s := c.Summary
-	return keyOfKernel(c) + xExtra(s.Proto, s.ICMPType, echoIDOf(c.Frame), s.Inner)
+	return keyOfKernel(c) + xExtra(inet.Proto(s.Proto), s.ICMPType, echoIDOf(c.Frame), s.Inner)
 }
 
 func xKeyOfSim(p netfilter.Packet) string {
@@ -258,7 +259,7 @@ func xKeyOfSim(p netfilter.Packet) string {
 	}
 	var in *kerneltest.Summary
 	if p.Inner.Proto != 0 {
-		in = &kerneltest.Summary{Proto: p.Inner.Proto, Src: p.Inner.Src, Dst: p.Inner.Dst, SrcPort: p.Inner.SrcPort, DstPort: p.Inner.DstPort}
+		in = &kerneltest.Summary{Proto: uint8(p.Inner.Proto), Src: p.Inner.Src, Dst: p.Inner.Dst, SrcPort: p.Inner.SrcPort, DstPort: p.Inner.DstPort}
 	}
 	return keyOfSim(p, side) + xExtra(p.Proto, p.ICMPType, p.ICMPID, in)
 }
@@ -781,7 +782,7 @@ func (f xflow) origTuple() conntrack.Tuple {
 		tp.ICMPType, _ = f.echoTypes()
 		tp.DstPort = 0
 		if f.v6() {
-			tp.Proto = netfilter.ProtoICMPv6
+			tp.Proto = inet.ICMPv6
 		}
 	}
 	return tp
@@ -856,11 +857,11 @@ func (r *xRun) bind(fi int, f xflow, p xpkt, obs kerneltest.Observation, so simO
 	req, _ := f.echoTypes()
 	want := protoNums[f.Proto]
 	if f.Proto == "icmp" && f.v6() {
-		want = netfilter.ProtoICMPv6
+		want = inet.ICMPv6
 	}
 	for _, c := range append(slices.Clone(obs.Server), obs.Client...) {
 		cs := c.Summary
-		if cs.Proto != want || (f.Proto == "tcp" && cs.TCPFlags != p.Flags) || (f.Proto == "icmp" && cs.ICMPType != req) {
+		if inet.Proto(cs.Proto) != want || (f.Proto == "tcp" && cs.TCPFlags != p.Flags) || (f.Proto == "icmp" && cs.ICMPType != req) {
 			continue
 		}
 		if f.Proto == "icmp" {
@@ -873,7 +874,7 @@ func (r *xRun) bind(fi int, f xflow, p xpkt, obs kerneltest.Observation, so simO
 		if o.Proto != want || (f.Proto == "tcp" && o.TCPFlags != parseFlags(p.Flags)) || (f.Proto == "icmp" && o.ICMPType != req) {
 			continue
 		}
-		d := kerneltest.Summary{Proto: o.Proto, Src: o.Src, Dst: o.Dst, SrcPort: o.SrcPort, DstPort: o.DstPort, TTL: o.TTL, IPLen: o.Length,
+		d := kerneltest.Summary{Proto: uint8(o.Proto), Src: o.Src, Dst: o.Dst, SrcPort: o.SrcPort, DstPort: o.DstPort, TTL: o.TTL, IPLen: o.Length,
 			TCPFlags: o.TCPFlags.String(), ID: o.ID}
 		if f.v6() {
 			d.Version = 6

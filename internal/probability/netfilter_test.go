@@ -5,13 +5,14 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func udp(sport uint16) netfilter.Packet {
-	return netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoUDP, Src: netip.MustParseAddr("192.168.10.2"),
+	return netfilter.Packet{Family: netfilter.IPv4, Proto: inet.UDP, Src: netip.MustParseAddr("192.168.10.2"),
 		Dst: netip.MustParseAddr("10.96.0.10"), SrcPort: sport, DstPort: 53, TTL: 64, Length: 28}
 }
 

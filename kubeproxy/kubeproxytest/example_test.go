@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/kubeproxy/kubeproxytest"
 	"github.com/packetwalk/packetwalk/netfilter"
@@ -31,7 +32,7 @@ func ExampleServices() {
 			panic(err)
 		}
 		syn := netfilter.TCP(netip.MustParseAddrPort("192.168.10.2:40000"),
-			netip.AddrPortFrom(netip.MustParseAddr(svc.Spec.ClusterIP), uint16(svc.Spec.Ports[0].Port)), netfilter.SYN)
+			netip.AddrPortFrom(netip.MustParseAddr(svc.Spec.ClusterIP), uint16(svc.Spec.Ports[0].Port)), inet.SYN)
 		outs, err := h.Explain("eth0", syn)
 		if err != nil {
 			panic(err)

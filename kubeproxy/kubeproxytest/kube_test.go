@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"pgregory.net/rapid"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/probability"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/kubeproxy/kubeproxytest"
@@ -36,9 +37,9 @@ func TestServicesEndpointsFair(t *testing.T) {
 				Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr(svc.Spec.ClusterIP),
 				SrcPort: 40000, DstPort: uint16(sp.Port), TTL: 64, Length: 60}
 			switch p.Proto {
-			case netfilter.ProtoTCP:
-				p.TCPFlags = netfilter.SYN
-			case netfilter.ProtoSCTP:
+			case inet.TCP:
+				p.TCPFlags = inet.SYN
+			case inet.SCTP:
 				p.SCTPChunks[0], p.NumSCTPChunks = netfilter.SCTPChunk{Type: 1}, 1
 			}
 			outs, err := h.Explain("eth0", p)
@@ -90,8 +91,8 @@ func chosen(es []discoveryv1.EndpointSlice, sp corev1.ServicePort) []netip.AddrP
 	return fallback
 }
 
-func protoNumber(p corev1.Protocol) uint8 {
-	return map[corev1.Protocol]uint8{corev1.ProtocolTCP: netfilter.ProtoTCP, corev1.ProtocolUDP: netfilter.ProtoUDP, corev1.ProtocolSCTP: netfilter.ProtoSCTP}[p]
+func protoNumber(p corev1.Protocol) inet.Proto {
+	return map[corev1.Protocol]inet.Proto{corev1.ProtocolTCP: inet.TCP, corev1.ProtocolUDP: inet.UDP, corev1.ProtocolSCTP: inet.SCTP}[p]
 }
 
 // TestPolicyServicesLoad: services with traffic policies and affinity,
@@ -123,11 +124,11 @@ func TestPolicyServicesLoad(t *testing.T) {
 				}
 				sp := svc.Spec.Ports[0]
 				p := netfilter.Packet{Family: fam, Proto: protoNumber(sp.Protocol), Src: netip.MustParseAddr(src),
-					Dst: netip.MustParseAddr(svc.Spec.ClusterIP), SrcPort: 40000, DstPort: uint16(sp.Port), TCPFlags: netfilter.SYN, TTL: 64, Length: 80}
-				if p.Proto != netfilter.ProtoTCP {
+					Dst: netip.MustParseAddr(svc.Spec.ClusterIP), SrcPort: 40000, DstPort: uint16(sp.Port), TCPFlags: inet.SYN, TTL: 64, Length: 80}
+				if p.Proto != inet.TCP {
 					p.TCPFlags = 0
 				}
-				if p.Proto == netfilter.ProtoSCTP {
+				if p.Proto == inet.SCTP {
 					p.SCTPChunks[0], p.NumSCTPChunks = netfilter.SCTPChunk{Type: 1}, 1
 				}
 				outs, err := h.Explain("eth0", p)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
@@ -35,7 +36,7 @@ COMMIT
 	}
 	newConn := func(i int) netfilter.Packet {
 		return netfilter.TCP(netip.AddrPortFrom(netip.MustParseAddr("192.168.10.2"), uint16(1024+i)),
-			netip.MustParseAddrPort("10.96.0.10:80"), netfilter.SYN)
+			netip.MustParseAddrPort("10.96.0.10:80"), inet.SYN)
 	}
 	outs, err := h.Explain("eth0", newConn(0))
 	if err != nil {
@@ -104,16 +105,16 @@ COMMIT
 	if err != nil {
 		panic(err)
 	}
-	syn := netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:40000"), netip.MustParseAddrPort("10.0.0.1:22"), netfilter.SYN)
+	syn := netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:40000"), netip.MustParseAddrPort("10.0.0.1:22"), inet.SYN)
 	r := h.Receive("eth0", syn)
 	_ = netfiltertest.WriteTrace(os.Stdout, syn, r)
 	fmt.Println("rule 2 (ssh):", netfiltertest.Matched(r, netfilter.Filter, "INPUT", 2))
 
 	// The server's answer leaves through OUTPUT; the client's ACK then
 	// belongs to the connection and meets rule 1.
-	synAck := netfiltertest.Reply(r.Packet, netfilter.SYN|netfilter.ACK)
+	synAck := netfiltertest.Reply(r.Packet, inet.SYN|inet.ACK)
 	_ = netfiltertest.WriteTrace(os.Stdout, synAck, h.Send(synAck))
-	ack := netfiltertest.Reply(synAck, netfilter.ACK)
+	ack := netfiltertest.Reply(synAck, inet.ACK)
 	r = h.Receive("eth0", ack)
 	_ = netfiltertest.WriteTrace(os.Stdout, ack, r)
 	fmt.Println("rule 1 (established):", netfiltertest.Matched(r, netfilter.Filter, "INPUT", 1))
@@ -133,7 +134,7 @@ func ExamplePackets() {
 	g := netfiltertest.Packets(netfiltertest.PacketOptions{
 		Src:    []netip.Prefix{netip.MustParsePrefix("10.1.0.0/24")},
 		Dst:    []netip.Prefix{netip.MustParsePrefix("10.96.0.10/32")},
-		Protos: []uint8{netfilter.ProtoTCP, netfilter.ProtoUDP},
+		Protos: []inet.Proto{inet.TCP, inet.UDP},
 		Ports:  []uint16{53, 80},
 	})
 	for i := range 3 {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
@@ -49,12 +50,12 @@ func TestPacketsStayInOptions(t *testing.T) {
 				require.True(t, src.Contains(p.Src), p.Src)
 				require.True(t, dst.Contains(p.Dst), p.Dst)
 				switch p.Proto {
-				case netfilter.ProtoTCP, netfilter.ProtoUDP, netfilter.ProtoSCTP:
+				case inet.TCP, inet.UDP, inet.SCTP:
 					require.Contains(t, opts.Ports, p.DstPort)
 					require.GreaterOrEqual(t, p.SrcPort, uint16(1024))
-				case netfilter.ProtoICMP:
+				case inet.ICMP:
 					require.Equal(t, netfilter.IPv4, fam)
-				case netfilter.ProtoICMPv6:
+				case inet.ICMPv6:
 					require.Equal(t, netfilter.IPv6, fam)
 				default:
 					t.Fatalf("protocol %d", p.Proto)
@@ -110,8 +111,8 @@ func TestExactFilterCascade(t *testing.T) {
 -A INPUT -p tcp -m statistic --mode random --probability 0.1 -j REJECT
 COMMIT
 `), netfilter.RestoreOptions{}))
-	p := netfilter.Packet{Family: netfilter.IPv4, Proto: netfilter.ProtoTCP, Src: netip.MustParseAddr("10.1.2.3"),
-		Dst: netip.MustParseAddr("10.0.0.1"), SrcPort: 5555, DstPort: 22, TCPFlags: netfilter.SYN, TTL: 64, Length: 40}
+	p := netfilter.Packet{Family: netfilter.IPv4, Proto: inet.TCP, Src: netip.MustParseAddr("10.1.2.3"),
+		Dst: netip.MustParseAddr("10.0.0.1"), SrcPort: 5555, DstPort: 22, TCPFlags: inet.SYN, TTL: 64, Length: 40}
 	outs, err := h.Explain("eth0", p)
 	require.NoError(t, err)
 	// 0.1 is stored as lround(0.1·2^31) = 214748365.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/probability"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
@@ -66,7 +67,7 @@ func webWant(n int) map[netip.AddrPort]*big.Rat {
 // service.
 func client(i int) netfilter.Packet {
 	return netfilter.TCP(netip.AddrPortFrom(netip.MustParseAddr("192.168.10.2"), uint16(1024+i%60000)),
-		netip.MustParseAddrPort("10.96.0.10:80"), netfilter.SYN)
+		netip.MustParseAddrPort("10.96.0.10:80"), inet.SYN)
 }
 
 // recorder is an assert.TestingT that keeps the failure messages.

@@ -3,6 +3,7 @@ package netfiltertest
 import (
 	"time"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -29,14 +30,14 @@ func NewHost(cfg netfilter.HostConfig) (*netfilter.Host, *netfilter.ManualClock)
 // sender's kernel rather than to the headers is cleared, as [Wire] does,
 // and so is the socket owner. Length and the TCP sequence fields are kept;
 // set them when the test needs others.
-func Reply(p netfilter.Packet, flags netfilter.TCPFlags) netfilter.Packet {
+func Reply(p netfilter.Packet, flags inet.TCPFlags) netfilter.Packet {
 	r := Wire(p)
 	r.Src, r.Dst, r.SrcPort, r.DstPort = p.Dst, p.Src, p.DstPort, p.SrcPort
 	r.TCPFlags, r.TTL = flags, 64
 	switch {
-	case r.Proto == netfilter.ProtoICMP && r.ICMPType == 8:
+	case r.Proto == inet.ICMP && r.ICMPType == 8:
 		r.ICMPType = 0
-	case r.Proto == netfilter.ProtoICMPv6 && r.ICMPType == 128:
+	case r.Proto == inet.ICMPv6 && r.ICMPType == 128:
 		r.ICMPType = 129
 	}
 	r.UID, r.GID, r.HasSocket, r.Groups, r.NumGroups = 0, 0, false, [16]uint32{}, 0

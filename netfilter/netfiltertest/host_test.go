@@ -8,17 +8,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
 func TestReply(t *testing.T) {
-	p := netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:40000"), netip.MustParseAddrPort("10.0.0.1:22"), netfilter.SYN)
+	p := netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:40000"), netip.MustParseAddrPort("10.0.0.1:22"), inet.SYN)
 	p.In, p.Out, p.Mark, p.TTL, p.Length = "eth0", "eth1", 7, 3, 60
 	p.UID, p.HasSocket, p.PhysIn, p.Bridged = 1000, true, "veth0", true
-	want := netfilter.TCP(netip.MustParseAddrPort("10.0.0.1:22"), netip.MustParseAddrPort("10.0.0.2:40000"), netfilter.SYN|netfilter.ACK)
+	want := netfilter.TCP(netip.MustParseAddrPort("10.0.0.1:22"), netip.MustParseAddrPort("10.0.0.2:40000"), inet.SYN|inet.ACK)
 	want.Length = 60
-	assert.Equal(t, want, netfiltertest.Reply(p, netfilter.SYN|netfilter.ACK))
+	assert.Equal(t, want, netfiltertest.Reply(p, inet.SYN|inet.ACK))
 
 	echo := netfilter.ICMP(netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.1"), 8, 0)
 	echo.ICMPID = 77
@@ -43,14 +44,14 @@ func TestMatched(t *testing.T) {
 	require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("10.0.0.1/24")))
 	require.NoError(t, h.Exec("-A INPUT -p udp -j ACCEPT"))
 	require.NoError(t, h.Exec("-A INPUT -p tcp -j DROP"))
-	r := h.Receive("eth0", netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.0.0.1:2"), netfilter.SYN))
+	r := h.Receive("eth0", netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.0.0.1:2"), inet.SYN))
 	assert.True(t, netfiltertest.Matched(r, netfilter.Filter, "INPUT", 2))
 	assert.False(t, netfiltertest.Matched(r, netfilter.Filter, "INPUT", 1))
 	assert.False(t, netfiltertest.Matched(r, netfilter.NAT, "INPUT", 2))
 
 	// Without a trace there is nothing to read.
 	h.Tracing = false
-	r = h.Receive("eth0", netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.0.0.1:2"), netfilter.SYN))
+	r = h.Receive("eth0", netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:1"), netip.MustParseAddrPort("10.0.0.1:2"), inet.SYN))
 	assert.Equal(t, netfilter.Dropped, r.Disposition)
 	assert.False(t, netfiltertest.Matched(r, netfilter.Filter, "INPUT", 2))
 }
@@ -96,7 +97,7 @@ COMMIT
 `, b.String())
 
 	// A DROP policy is shown; the last line says what dropped it.
-	in = netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:4000"), netip.MustParseAddrPort("192.168.1.9:80"), netfilter.SYN)
+	in = netfilter.TCP(netip.MustParseAddrPort("10.0.0.2:4000"), netip.MustParseAddrPort("192.168.1.9:80"), inet.SYN)
 	b.Reset()
 	require.NoError(t, netfiltertest.WriteTrace(&b, in, h.Receive("eth0", in)))
 	assert.Equal(t, `  PREROUTING  mangle PREROUTING                 #1  CONTINUE (MARK --set-xmark 0x4/0xffffffff)

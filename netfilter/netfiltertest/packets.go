@@ -6,6 +6,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -21,16 +22,16 @@ type PacketOptions struct {
 	Family netfilter.Family
 	// Protos are the protocols drawn from; empty means TCP, UDP, SCTP and
 	// ICMP (ICMPv6 for IPv6).
-	Protos []uint8
+	Protos []inet.Proto
 	// Ports are the destination ports drawn from; empty means any port
 	// from 1 to 65535. Source ports are always 1024 to 65535.
 	Ports []uint16
 }
 
 // tcpFlagChoices are the flag combinations real connections carry.
-var tcpFlagChoices = []netfilter.TCPFlags{
-	netfilter.SYN, netfilter.SYN | netfilter.ACK, netfilter.ACK, netfilter.PSH | netfilter.ACK,
-	netfilter.FIN | netfilter.ACK, netfilter.RST, netfilter.RST | netfilter.ACK,
+var tcpFlagChoices = []inet.TCPFlags{
+	inet.SYN, inet.SYN | inet.ACK, inet.ACK, inet.PSH | inet.ACK,
+	inet.FIN | inet.ACK, inet.RST, inet.RST | inet.ACK,
 }
 
 // Packets returns a generator of well-formed packets as a host receives
@@ -58,11 +59,11 @@ func Packets(opts PacketOptions) *rapid.Generator[netfilter.Packet] {
 	}
 	protos := opts.Protos
 	if len(protos) == 0 {
-		icmp := netfilter.ProtoICMP
+		icmp := inet.ICMP
 		if v6 {
-			icmp = netfilter.ProtoICMPv6
+			icmp = inet.ICMPv6
 		}
-		protos = []uint8{netfilter.ProtoTCP, netfilter.ProtoUDP, netfilter.ProtoSCTP, icmp}
+		protos = []inet.Proto{inet.TCP, inet.UDP, inet.SCTP, icmp}
 	}
 	return rapid.Custom(func(t *rapid.T) netfilter.Packet {
 		p := netfilter.Packet{Family: netfilter.IPv4, TTL: 64}
@@ -76,7 +77,7 @@ func Packets(opts PacketOptions) *rapid.Generator[netfilter.Packet] {
 		p.TTL = uint8(rapid.IntRange(2, 255).Draw(t, "ttl"))
 		payload := rapid.IntRange(0, 1400).Draw(t, "payload")
 		switch p.Proto {
-		case netfilter.ProtoTCP, netfilter.ProtoUDP, netfilter.ProtoSCTP:
+		case inet.TCP, inet.UDP, inet.SCTP:
 			p.SrcPort = uint16(rapid.IntRange(1024, 65535).Draw(t, "srcPort"))
 			if len(opts.Ports) > 0 {
 				p.DstPort = rapid.SampledFrom(opts.Ports).Draw(t, "dstPort")
@@ -85,21 +86,21 @@ func Packets(opts PacketOptions) *rapid.Generator[netfilter.Packet] {
 			}
 		}
 		switch p.Proto {
-		case netfilter.ProtoTCP:
+		case inet.TCP:
 			p.TCPFlags = rapid.SampledFrom(tcpFlagChoices).Draw(t, "tcpFlags")
 			p.Length = ipHdr + 20 + payload
-		case netfilter.ProtoUDP:
+		case inet.UDP:
 			p.Length = ipHdr + 8 + payload
-		case netfilter.ProtoSCTP:
+		case inet.SCTP:
 			// One chunk: INIT (type 1) opens an association, DATA (0)
 			// belongs to one.
 			p.SCTPChunks[0] = netfilter.SCTPChunk{Type: rapid.SampledFrom([]uint8{1, 0}).Draw(t, "sctpChunk")}
 			p.NumSCTPChunks = 1
 			p.Length = ipHdr + 12 + 20 + payload
-		case netfilter.ProtoICMP, netfilter.ProtoICMPv6:
+		case inet.ICMP, inet.ICMPv6:
 			// Echo request or reply.
 			types := []uint8{8, 0}
-			if p.Proto == netfilter.ProtoICMPv6 {
+			if p.Proto == inet.ICMPv6 {
 				types = []uint8{128, 129}
 			}
 			p.ICMPType = rapid.SampledFrom(types).Draw(t, "icmpType")

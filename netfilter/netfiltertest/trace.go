@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -13,7 +14,7 @@ import (
 // "src → dst" for a protocol without ports.
 func Addrs(p netfilter.Packet) string {
 	switch p.Proto {
-	case netfilter.ProtoTCP, netfilter.ProtoUDP, netfilter.ProtoSCTP, netfilter.ProtoUDPLite:
+	case inet.TCP, inet.UDP, inet.SCTP, inet.UDPLite:
 		return fmt.Sprintf("%s → %s", netip.AddrPortFrom(p.Src, p.SrcPort), netip.AddrPortFrom(p.Dst, p.DstPort))
 	}
 	return fmt.Sprintf("%s → %s", p.Src, p.Dst)
@@ -29,7 +30,7 @@ func WriteTrace(w io.Writer, in netfilter.Packet, r netfilter.Result) error {
 	var b strings.Builder
 	last := in
 	for _, s := range r.Trace {
-		if s.Rule != 0 || s.Action == "POLICY:DROP" {
+		if s.Rule != 0 || s.Action.Kind == netfilter.ActionPolicyDrop {
 			fmt.Fprintf(&b, "  %-11s %-6s %-26s #%-2d %s\n", s.Hook, s.Table, s.Chain, s.Rule, action(s))
 		}
 		if s.Packet != nil && changed(last, *s.Packet) {
@@ -44,7 +45,7 @@ func WriteTrace(w io.Writer, in netfilter.Packet, r netfilter.Result) error {
 	case netfilter.Delivered:
 		fmt.Fprintf(&b, " to a local socket as %s", Addrs(r.Packet))
 	}
-	if r.Reason != "" {
+	if r.Reason != netfilter.NoReason {
 		fmt.Fprintf(&b, " (%s)", r.Reason)
 	}
 	b.WriteByte('\n')
@@ -59,11 +60,11 @@ func changed(a, b netfilter.Packet) bool {
 // action says what a step did: the jump, or the verdict with the target
 // that gave it (the part of the rule after -j).
 func action(s netfilter.Step) string {
-	if strings.HasPrefix(s.Action, "JUMP:") || strings.HasPrefix(s.Action, "GOTO:") {
-		return s.Action
+	if s.Action.Kind == netfilter.ActionJump || s.Action.Kind == netfilter.ActionGoto {
+		return s.Action.String()
 	}
 	if i := strings.LastIndex(s.Text, " -j "); i >= 0 {
-		return s.Action + " (" + s.Text[i+4:] + ")"
+		return s.Action.String() + " (" + s.Text[i+4:] + ")"
 	}
-	return s.Action
+	return s.Action.String()
 }

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
@@ -22,7 +23,7 @@ import (
 // a client's kernel sends a SYN: netfilter.TCP's headers plus 20 bytes of
 // TCP options (MSS, SACK, timestamps, window scale, which packetwalk
 // counts as payload) and Linux's initial window.
-func TCP(src, dst string, flags netfilter.TCPFlags) netfilter.Packet {
+func TCP(src, dst string, flags inet.TCPFlags) netfilter.Packet {
 	p := netfilter.TCP(netip.MustParseAddrPort(src), netip.MustParseAddrPort(dst), flags)
 	p.Length += 20
 	p.Window = 64240

@@ -16,6 +16,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
@@ -168,9 +169,9 @@ func Spec(p netfilter.Packet) kerneltest.FrameSpec {
 		TCPFlags: p.TCPFlags.String(), TTL: p.TTL, PayloadLen: pl}
 	next := func(isn uint32) uint32 { return isn + 1 + uint32(pl) }
 	switch {
-	case p.TCPFlags&netfilter.SYN != 0 && p.TCPFlags&netfilter.ACK != 0:
+	case p.TCPFlags&inet.SYN != 0 && p.TCPFlags&inet.ACK != 0:
 		s.Seq, s.Ack = serverISN, next(clientISN)
-	case p.TCPFlags&netfilter.SYN != 0:
+	case p.TCPFlags&inet.SYN != 0:
 		s.Seq = clientISN
 	default:
 		s.Seq, s.Ack = next(clientISN), next(serverISN)
