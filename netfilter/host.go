@@ -199,7 +199,7 @@ func (h *Host) Clock() Clock { return h.clock }
 // address with a prefix shorter than the full length also adds the
 // connected route of its network on the interface.
 func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
-	if err := checkIfaceName(name); err != nil {
+	if err := checkDevName(name); err != nil {
 		return err
 	}
 	if h.Interface(name) != nil {

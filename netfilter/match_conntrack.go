@@ -227,7 +227,7 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 		// iptables prints it so ("--ctorigdst 10.1.2.3/8"); the test masks
 		// both sides, as netip.Prefix.Contains does.
 		as, _, _ := strings.Cut(v, "/")
-		if a, err := netip.ParseAddr(as); err == nil && a.BitLen() == pfx.Addr().BitLen() {
+		if a, err := parseHostAddr(c.family, as, false); err == nil && a.BitLen() == pfx.Addr().BitLen() {
 			pfx = netip.PrefixFrom(a, pfx.Bits())
 		}
 		switch opt {
