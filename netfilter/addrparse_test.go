@@ -81,3 +81,30 @@ func TestAddressFormsIptables(t *testing.T) {
 		}
 	}
 }
+
+// TestAbbreviationsAmbiguousWithCommands: getopt_long's table holds
+// iptables' command options too, so a prefix they share with a module's
+// option is ambiguous (recorded with iptables-restore 1.8.9: "unknown
+// option").
+func TestAbbreviationsAmbiguousWithCommands(t *testing.T) {
+	for _, spec := range []string{"-m helper --he ftp", "-m helper --hel ftp", "-m recent --re", "-m comment --c x", "-m mark --ma 1", "--in eth0"} {
+		_, err := ParseRestore(IPv4, []byte("*filter\n-A INPUT "+spec+"\nCOMMIT\n"))
+		if err == nil || !strings.Contains(err.Error(), "unknown option") {
+			t.Errorf("%s: %v, want unknown option", spec, err)
+		}
+	}
+	for spec, want := range map[string]string{
+		"-m helper --helpe ftp": "-A INPUT -m helper --helper ftp",
+		"--fragments":           "-A INPUT -f",
+		"--fragm":               "-A INPUT -f",
+	} {
+		rs, err := ParseRestore(IPv4, []byte("*filter\n-A INPUT "+spec+"\nCOMMIT\n"))
+		if err != nil {
+			t.Errorf("%s: %v", spec, err)
+			continue
+		}
+		if got := string(rs.AppendSave(nil, SaveOptions{})); !strings.Contains(got, want+"\n") {
+			t.Errorf("%s: save\n%s\nwant %q", spec, got, want)
+		}
+	}
+}

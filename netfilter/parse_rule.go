@@ -248,7 +248,7 @@ func (p *ruleParser) parse(args []string) error {
 			if v, err = next(); err == nil {
 				err = p.setProto(inv, v)
 			}
-		case "-f", "--fragment":
+		case "-f", "--fragment", "--fragments":
 			err = p.setFragment(inv)
 		case "-m", "--match":
 			var v string
@@ -797,7 +797,17 @@ func (p *ruleParser) exactOption(name string) bool {
 
 // mainLongOptions are iptables' own long options (not a module's).
 var mainLongOptions = []string{"source", "src", "destination", "dst", "in-interface", "out-interface",
-	"protocol", "fragment", "jump", "goto", "match", "set-counters"}
+	"protocol", "fragments", "jump", "goto", "match", "set-counters"}
+
+// commandLongOptions are the other long options of iptables' getopt table
+// (commands and listing options, iptables 1.8.9's original_opts): they
+// take part in getopt_long's abbreviation matching, so "--he" is
+// ambiguous between --help and helper's --helper, and "--re" between
+// --replace and --rename-chain. packetwalk refuses them in a rule.
+var commandLongOptions = []string{"append", "delete", "check", "insert", "replace", "list", "list-rules",
+	"flush", "zero", "new-chain", "delete-chain", "rename-chain", "policy", "table", "numeric",
+	"verbose", "wait", "wait-interval", "exact", "version", "help", "line-numbers", "modprobe",
+	"ipv4", "ipv6"}
 
 // expandAbbrev resolves an abbreviated long option the way getopt_long
 // does over iptables' merged option table: a unique prefix of one option
@@ -827,6 +837,11 @@ func (p *ruleParser) expandAbbrev(name string) string {
 	}
 	for _, o := range mainLongOptions {
 		if add("", o, o) {
+			return name
+		}
+	}
+	for _, o := range commandLongOptions {
+		if add("-", o, o) {
 			return name
 		}
 	}
@@ -860,7 +875,7 @@ func (p *ruleParser) expandAbbrev(name string) string {
 			return name
 		}
 	}
-	if len(found) != 1 {
+	if len(found) != 1 || found[0].owner == "-" {
 		return name
 	}
 	for _, o := range mainLongOptions {
