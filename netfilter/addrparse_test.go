@@ -108,3 +108,40 @@ func TestAbbreviationsAmbiguousWithCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestSetOfOtherFamily: ip6tables refuses an IPv4 set and iptables an
+// IPv6 one, in -m set and -j SET; a list:set has no family and fits both
+// (recorded with iptables-restore 1.8.9 and ipset 7.17).
+func TestSetOfOtherFamily(t *testing.T) {
+	h := NewHost(HostConfig{})
+	if err := h.Sets().Create("s4", "hash:ip", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Sets().Create("s6", "hash:ip", false, "family", "inet6"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Sets().Create("sl", "list:set", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		f    Family
+		rule string
+		err  string
+	}{
+		{IPv6, "-A INPUT -m set --match-set s4 src", "the protocol family of set s4 is IPv4, which is not applicable"},
+		{IPv4, "-A INPUT -m set --match-set s6 src", "the protocol family of set s6 is IPv6, which is not applicable"},
+		{IPv4, "-A INPUT -j SET --add-set s6 src", "the protocol family of set s6 is IPv6, which is not applicable"},
+		{IPv4, "-A INPUT -m set --match-set s4 src", ""},
+		{IPv6, "-A INPUT -m set --match-set s6 src", ""},
+		{IPv6, "-A INPUT -m set --match-set sl src", ""},
+		{IPv4, "-A INPUT -m set --match-set sl src", ""},
+	} {
+		err := h.Restore(tc.f, []byte("*filter\n"+tc.rule+"\nCOMMIT\n"), RestoreOptions{})
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s %s: %v", tc.f, tc.rule, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "line 2")):
+			t.Errorf("%s %s: %v, want line 2: %s", tc.f, tc.rule, err, tc.err)
+		}
+	}
+}

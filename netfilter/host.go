@@ -332,8 +332,8 @@ func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 		}
 	}
 	for _, n := range p.sets {
-		if h.sets.Get(n) == nil {
-			return fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n)
+		if err := h.setUsable(rs.family, n); err != nil {
+			return err
 		}
 	}
 	i := famIdx(rs.family)
@@ -355,7 +355,7 @@ func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 func (h *Host) Restore(f Family, data []byte, opt RestoreOptions) error {
 	rs := h.rules[famIdx(f)].Clone()
 	var committed [numTables]*validated
-	err := rs.restore(data, opt, &committed, func(n string) bool { return h.sets.Get(n) != nil })
+	err := rs.restore(data, opt, &committed, func(n string) error { return h.setUsable(f, n) })
 	// Tables committed before an error stay, as in the kernel.
 	if lerr := h.load(rs, committed); lerr != nil && err == nil {
 		err = lerr

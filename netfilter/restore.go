@@ -30,7 +30,7 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 // again. setExists, when not nil, tells whether an ipset exists: as
 // iptables-restore looks each set up while it parses the rule naming it,
 // a missing one is refused at that line.
-func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated, setExists func(string) bool) error {
+func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated, setExists func(string) error) error {
 	var (
 		cur     *Table
 		curLine int
@@ -196,21 +196,44 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 // fgets buffer of 10240 bytes, less the terminating NUL).
 const restoreLineMax = 10239
 
-// checkSets refuses the first ipset the rules name that does not exist.
-func checkSets(rules []*Rule, exists func(string) bool) error {
+// checkSets refuses the first ipset the rules name that does not exist
+// or is of the other family (check says which).
+func checkSets(rules []*Rule, check func(string) error) error {
 	for _, r := range rules {
 		for _, m := range r.Matches {
-			if sm, ok := m.(*SetMatch); ok && !exists(sm.Name) {
-				return atToken(sm.Name, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, sm.Name))
+			if sm, ok := m.(*SetMatch); ok {
+				if err := check(sm.Name); err != nil {
+					return atToken(sm.Name, err)
+				}
 			}
 		}
 		if st, ok := r.Target.(*SetTarget); ok {
 			for _, n := range []string{st.Add.Name, st.Del.Name} {
-				if n != "" && !exists(n) {
-					return atToken(n, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n))
+				if n == "" {
+					continue
+				}
+				if err := check(n); err != nil {
+					return atToken(n, err)
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// setUsable is the check iptables makes of a set a rule of family f names:
+// it exists, and unless it is a list:set (which has no family), it is of
+// f ("The protocol family of set X is IPv4, which is not applicable").
+func (h *Host) setUsable(f Family, n string) error {
+	s := h.sets.Get(n)
+	if s == nil {
+		return fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n)
+	}
+	if s.TypeName() == "list:set" {
+		return nil
+	}
+	if fam := s.Family(); (fam == 6) != (f == IPv6) {
+		return fmt.Errorf("%w: the protocol family of set %s is IPv%d, which is not applicable", ErrNotAllowed, n, fam)
 	}
 	return nil
 }
