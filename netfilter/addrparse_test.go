@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -143,5 +144,120 @@ func TestSetOfOtherFamily(t *testing.T) {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "line 2")):
 			t.Errorf("%s %s: %v, want line 2: %s", tc.f, tc.rule, err, tc.err)
 		}
+	}
+}
+
+// TestUnreachedSelfJump: nf_tables checks loops from the base chains
+// only, so a user chain out of every hook's reach may jump or go to
+// itself (recorded with iptables-restore 1.8.9); once a base chain
+// reaches it, the loop is refused.
+func TestUnreachedSelfJump(t *testing.T) {
+	for _, spec := range []string{"-A PWG -j PWG", "-A PWG -g PWG", "-A PWG -p tcp -j PWG"} {
+		rs, err := ParseRestore(IPv4, []byte("*filter\n:PWG - [0:0]\n"+spec+"\nCOMMIT\n"))
+		if err != nil {
+			t.Errorf("%s: %v", spec, err)
+			continue
+		}
+		if got := string(rs.AppendSave(nil, SaveOptions{})); !strings.Contains(got, spec+"\n") {
+			t.Errorf("%s: save\n%s", spec, got)
+		}
+	}
+	_, err := ParseRestore(IPv4, []byte("*filter\n:PWG - [0:0]\n-A PWG -j PWG\n-A INPUT -j PWG\nCOMMIT\n"))
+	if !errors.Is(err, ErrLoop) {
+		t.Errorf("a reached self-jump: %v, want ErrLoop", err)
+	}
+}
+
+// TestTCPOptionMatchNotFolded: iptables-nft folds the tcp matches it
+// translates to payload expressions into the first of them; one with
+// --tcp-option stays an xtables match, listed in place (recorded with
+// iptables-restore and iptables-save 1.8.9).
+func TestTCPOptionMatchNotFolded(t *testing.T) {
+	for in, want := range map[string]string{
+		"-p tcp --tcp-flags FIN,ALL NONE,RST,URG -m tcp --tcp-option 192":           "-p tcp -m tcp --tcp-flags FIN,SYN,RST,PSH,ACK,URG RST,URG -m tcp --tcp-option 192",
+		"-p tcp -m tcp --tcp-option 192 -m tcp --dport 80":                          "-p tcp -m tcp --tcp-option 192 -m tcp --dport 80",
+		"-p tcp -m tcp --dport 80 -m tcp --sport 1":                                 "-p tcp -m tcp --sport 1 --dport 80",
+		"-p tcp -m tcp --dport 80 -m tcp --tcp-option 1 -m tcp --sport 1":           "-p tcp -m tcp --sport 1 --dport 80 -m tcp --tcp-option 1",
+		"-p tcp -m tcp --tcp-option 1 -m tcp --dport 80 -m tcp --sport 1":           "-p tcp -m tcp --tcp-option 1 -m tcp --sport 1 --dport 80",
+		"-p tcp -m tcp --dport 80 -m tcp --tcp-option 1 --sport 2 -m tcp --sport 1": "-p tcp -m tcp --sport 1 --dport 80 -m tcp --sport 2 --tcp-option 1",
+		"-p tcp -m tcp --tcp-option 1 -m tcp ! --tcp-option 2 --sport 3":            "-p tcp -m tcp --tcp-option 1 -m tcp --sport 3 ! --tcp-option 2",
+	} {
+		rs, err := ParseRestore(IPv4, []byte("*filter\n-A INPUT "+in+"\nCOMMIT\n"))
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if got := string(rs.AppendSave(nil, SaveOptions{})); !strings.Contains(got, "-A INPUT "+want+"\n") {
+			t.Errorf("%s: save\n%s\nwant %q", in, got, want)
+		}
+	}
+}
+
+// TestInterfaceAndBangForms pins, as recorded with iptables-restore,
+// iptables-save, -S and -L 1.8.9: "-i +" is dropped ("*" in -L) while
+// "! -o +" stays; "/" and " " are taken in names (iptables only warns);
+// a "!" after an option is its argument.
+func TestInterfaceAndBangForms(t *testing.T) {
+	rs, err := ParseRestore(IPv4, []byte(`*filter
+-A INPUT -i + -j ACCEPT
+-A OUTPUT ! -o + -j ACCEPT
+-A FORWARD -i eth/0 -o "a b"
+-A FORWARD -i eth+ ! -o +
+-A INPUT -m comment --comment ! -j ACCEPT
+-A INPUT -j LOG --log-prefix ! --log-level 4
+-A INPUT -m helper --helper !
+-A INPUT -m comment --comment=!
+COMMIT
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `*filter
+:INPUT ACCEPT [0:0]
+:FORWARD ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+-A INPUT -j ACCEPT
+-A INPUT -m comment --comment "!" -j ACCEPT
+-A INPUT -j LOG --log-prefix "!"
+-A INPUT -m helper --helper "!"
+-A INPUT -m comment --comment "!"
+-A FORWARD -i eth/0 -o a b
+-A FORWARD -i eth+ ! -o +
+-A OUTPUT ! -o + -j ACCEPT
+COMMIT
+`
+	if got := string(rs.AppendSave(nil, SaveOptions{})); got != want {
+		t.Errorf("save\n%s\nwant\n%s", got, want)
+	}
+	l, err := rs.AppendList(nil, Filter, "", ListOptions{Numeric: true, Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{
+		"    0     0 ACCEPT     0    --  *      *       0.0.0.0/0            0.0.0.0/0           \n",
+		"    0     0            0    --  eth/0  a b     0.0.0.0/0            0.0.0.0/0           \n",
+		"    0     0 ACCEPT     0    --  *      !+      0.0.0.0/0            0.0.0.0/0           \n",
+	} {
+		if !strings.Contains(string(l), row) {
+			t.Errorf("-L -n -v\n%s\nlacks %q", l, row)
+		}
+	}
+	for _, spec := range []string{
+		"-A OUTPUT -i + -j ACCEPT",          // "Can't use -i with OUTPUT", even for "+"
+		"-A FORWARD -i + -i eth0",           // multiple -i flags
+		"-A INPUT -p tcp --dport ! 80",      // invalid port "!"
+		"-A INPUT -s ! 1.2.3.4",             // host "!", then a stray argument
+		"-A INPUT -p tcp --tcp-flags SYN !", // --tcp-flags requires two args
+		"-A INPUT -p tcp --syn !",           // "!" at the end
+		"-A INPUT -i \"\"",                  // empty interface
+		"-A INPUT -i 1234567890123456",      // IFNAMSIZ
+	} {
+		if _, err := ParseRestore(IPv4, []byte("*filter\n"+spec+"\nCOMMIT\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+			t.Errorf("%s: %v, want an error naming line 2", spec, err)
+		}
+	}
+	h := NewHost(HostConfig{})
+	if err := h.AddInterface("eth/0"); err == nil {
+		t.Error(`AddInterface("eth/0") succeeded; the kernel refuses "/" in a device name`)
 	}
 }

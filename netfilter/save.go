@@ -232,7 +232,9 @@ func appendSRule(b []byte, c *Chain, r *Rule, verbose bool) []byte {
 // shownMatches returns the matches of r as iptables-nft 1.8.9 lists them.
 // It translates -m tcp and -m udp into payload expressions and, reading
 // them back, folds every tcp (udp) match of a rule into the first one,
-// later options overwriting earlier ones; the kernel still tests them all
+// later options overwriting earlier ones; a tcp match with --tcp-option
+// stays an xtables match and is listed where it is, unfolded. The kernel
+// still tests them all
 // (docs/kernel-notes.md). Rules with at most one of each are returned as
 // they are, without allocating.
 func shownMatches(r *Rule) []Match {
@@ -241,7 +243,9 @@ func shownMatches(r *Rule) []Match {
 	for _, m := range r.Matches {
 		switch m := m.(type) {
 		case *TCPMatch:
-			nt++
+			if !m.HasOption {
+				nt++
+			}
 			vanish = vanish || m.vanishes()
 		case *UDPMatch:
 			nu++
@@ -257,6 +261,12 @@ func shownMatches(r *Rule) []Match {
 	for _, m := range r.Matches {
 		switch m := m.(type) {
 		case *TCPMatch:
+			if m.HasOption {
+				// --tcp-option keeps the match an xtables one, which
+				// iptables-nft lists where it stands, unfolded.
+				out = append(out, m)
+				continue
+			}
 			if tcp == nil {
 				c := *m
 				tcp = &c
