@@ -261,3 +261,51 @@ COMMIT
 		t.Error(`AddInterface("eth/0") succeeded; the kernel refuses "/" in a device name`)
 	}
 }
+
+// TestIPRangeDottedForms: iprange reads only iptables' dotted form
+// (xtables_numeric_to_ipaddr), not inet_aton's (recorded with
+// iptables-restore 1.8.9).
+func TestIPRangeDottedForms(t *testing.T) {
+	for in, want := range map[string]string{
+		"--src-range 80": "--src-range 80.0.0.0-80.0.0.0",
+		"--dst-range 0127.255.2.192-10.10.192.192": "--dst-range 87.255.2.192-10.10.192.192",
+		"--src-range 02.168.127.10-0x0a.1":         "--src-range 2.168.127.10-10.1.0.0",
+	} {
+		rs, err := ParseRestore(IPv4, []byte("*filter\n-A INPUT -m iprange "+in+"\nCOMMIT\n"))
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if got := string(rs.AppendSave(nil, SaveOptions{})); !strings.Contains(got, "-A INPUT -m iprange "+want+"\n") {
+			t.Errorf("%s: save\n%s\nwant %q", in, got, want)
+		}
+	}
+	for _, in := range []string{"--src-range 0127.1-1.2.65535", "--src-range 1.2.3.4/0", "--src-range 1.2.3.256"} {
+		if _, err := ParseRestore(IPv4, []byte("*filter\n-A INPUT -m iprange "+in+"\nCOMMIT\n")); err == nil {
+			t.Errorf("%s accepted; iptables refuses it", in)
+		}
+	}
+}
+
+// TestConntrackAddressForms: conntrack's address options go through
+// getaddrinfo, so inet_aton's forms apply ("80" is 0.0.0.80), and a
+// name is not resolved (recorded with iptables-restore 1.8.9).
+func TestConntrackAddressForms(t *testing.T) {
+	for in, want := range map[string]string{
+		"--ctorigdst 80":              "--ctorigdst 0.0.0.80",
+		"--ctorigdst 1.2.65535":       "--ctorigdst 1.2.255.255",
+		"--ctorigdst 1.05.127.127/30": "--ctorigdst 1.5.127.127/30",
+	} {
+		rs, err := ParseRestore(IPv4, []byte("*filter\n-A INPUT -m conntrack "+in+"\nCOMMIT\n"))
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if got := string(rs.AppendSave(nil, SaveOptions{})); !strings.Contains(got, "-A INPUT -m conntrack "+want+"\n") {
+			t.Errorf("%s: save\n%s\nwant %q", in, got, want)
+		}
+	}
+	if _, err := ParseRestore(IPv4, []byte("*filter\n-A INPUT -m conntrack --ctorigdst junk/0\nCOMMIT\n")); err == nil {
+		t.Error("--ctorigdst junk/0 accepted; iptables fails to resolve it")
+	}
+}

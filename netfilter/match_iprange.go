@@ -53,7 +53,9 @@ func parseAddrRange(f Family, opt, s string) (AddrRange, error) {
 		a, err := netip.ParseAddr(part)
 		if f == IPv4 {
 			var ok bool
-			if a, ok = parseIPv4Dotted(part, false); !ok {
+			if a, ok = parseIPv4Dotted(part, false); ok {
+				err = nil
+			} else {
 				err = ErrBadValue
 			}
 		}
