@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -307,5 +308,57 @@ func TestConntrackAddressForms(t *testing.T) {
 	}
 	if _, err := ParseRestore(IPv4, []byte("*filter\n-A INPUT -m conntrack --ctorigdst junk/0\nCOMMIT\n")); err == nil {
 		t.Error("--ctorigdst junk/0 accepted; iptables fails to resolve it")
+	}
+}
+
+// TestConntrackWithoutConnection: in raw PREROUTING a packet has no
+// connection yet; the kernel's conntrack match then matches whenever
+// --ctstate was given and passed, whatever its other options (found by
+// the grammar differential, internal/difftest: the kernel counted the
+// packets of "-m conntrack ! --ctstate ESTABLISHED --ctorigsrcport 123").
+func TestConntrackWithoutConnection(t *testing.T) {
+	h := NewHost(HostConfig{})
+	if err := h.AddInterface("eth0", netip.MustParsePrefix("10.0.0.1/24")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Restore(IPv4, []byte(`*raw
+-A PREROUTING -m conntrack ! --ctstate ESTABLISHED --ctorigsrcport 123
+-A PREROUTING -m conntrack --ctorigsrcport 123
+COMMIT
+*filter
+-A INPUT -m state --state NEW
+COMMIT
+`), RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.Receive("eth0", tcpPacket("10.0.0.2", "10.0.0.1", 80, SYN))
+	rules := h.Ruleset(IPv4).Table(Raw).Chain("PREROUTING").Rules
+	if got := rules[0].Counters.Packets; got != 1 {
+		t.Errorf("--ctstate with --ctorigsrcport before conntrack: %d packets, want 1", got)
+	}
+	if got := rules[1].Counters.Packets; got != 0 {
+		t.Errorf("--ctorigsrcport alone before conntrack: %d packets, want 0", got)
+	}
+	for spec, fails := range map[string]bool{
+		"! --ctstatus EXPECTED --ctproto all":   true,
+		"! --ctstatus EXPECTED ! --ctproto 0":   true,
+		"! --ctproto all ! --ctstatus EXPECTED": false,
+		"--ctstatus EXPECTED ! --ctproto all":   false,
+		"! --ctstatus EXPECTED --ctproto tcp":   false,
+	} {
+		_, err := ParseRestore(IPv6, []byte("*filter\n-A INPUT -m conntrack "+spec+"\nCOMMIT\n"))
+		if (err != nil) != fails {
+			t.Errorf("%s: %v, want failure %v", spec, err, fails)
+		}
+	}
+	rs, err := ParseRestore(IPv4, []byte("*filter\n-A INPUT -m recent --rcheck --mask 2.2.192.010\n-A INPUT -m recent --rcheck --mask 1.2.3\nCOMMIT\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := string(rs.AppendSave(nil, SaveOptions{}))
+	for _, want := range []string{"--mask 2.2.192.8 ", "--mask 1.2.0.3 "} {
+		if !strings.Contains(save, want) {
+			t.Errorf("recent: save\n%s\nlacks %q", save, want)
+		}
 	}
 }
