@@ -317,15 +317,19 @@ func (m *UDPMatch) vanishes() bool { return m.dropped && !m.hasSrc && !m.hasDst 
 
 // fold overlays the options o gives on m.
 func (m *TCPMatch) fold(o *TCPMatch) {
+	// A later value replaces an earlier one, but a "!" once read stays:
+	// iptables-nft only ever sets the inversion bits as it reads the
+	// expressions back ("! --dport 1 -m tcp --dport 2" lists as
+	// "! --dport 2").
 	m.dropped = m.dropped || o.dropped
 	if o.hasSrc {
-		m.SrcPorts, m.InvSrcPorts, m.hasSrc = o.SrcPorts, o.InvSrcPorts, true
+		m.SrcPorts, m.InvSrcPorts, m.hasSrc = o.SrcPorts, m.InvSrcPorts || o.InvSrcPorts, true
 	}
 	if o.hasDst {
-		m.DstPorts, m.InvDstPorts, m.hasDst = o.DstPorts, o.InvDstPorts, true
+		m.DstPorts, m.InvDstPorts, m.hasDst = o.DstPorts, m.InvDstPorts || o.InvDstPorts, true
 	}
 	if o.FlagsMask != 0 {
-		m.FlagsMask, m.FlagsCmp, m.InvFlags = o.FlagsMask, o.FlagsCmp, o.InvFlags
+		m.FlagsMask, m.FlagsCmp, m.InvFlags = o.FlagsMask, o.FlagsCmp, m.InvFlags || o.InvFlags
 	}
 	if o.HasOption {
 		m.Option, m.HasOption, m.InvOption = o.Option, true, o.InvOption
@@ -336,9 +340,9 @@ func (m *TCPMatch) fold(o *TCPMatch) {
 func (m *UDPMatch) fold(o *UDPMatch) {
 	m.dropped = m.dropped || o.dropped
 	if o.hasSrc {
-		m.SrcPorts, m.InvSrcPorts, m.hasSrc = o.SrcPorts, o.InvSrcPorts, true
+		m.SrcPorts, m.InvSrcPorts, m.hasSrc = o.SrcPorts, m.InvSrcPorts || o.InvSrcPorts, true
 	}
 	if o.hasDst {
-		m.DstPorts, m.InvDstPorts, m.hasDst = o.DstPorts, o.InvDstPorts, true
+		m.DstPorts, m.InvDstPorts, m.hasDst = o.DstPorts, m.InvDstPorts || o.InvDstPorts, true
 	}
 }
