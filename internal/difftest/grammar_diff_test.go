@@ -182,7 +182,7 @@ func TestGrammarCasesParse(t *testing.T) {
 
 // gDivergence is one case on which packetwalk and the kernel disagree.
 type gDivergence struct {
-	c     gCase
+	c    gCase
 	kind string // what differs
 	text string
 }
