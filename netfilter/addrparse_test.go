@@ -125,6 +125,12 @@ func TestSetOfOtherFamily(t *testing.T) {
 	if err := h.Sets().Create("sl", "list:set", false); err != nil {
 		t.Fatal(err)
 	}
+	if err := h.Sets().Create("bp", "bitmap:port", false, "range", "0-65535"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Sets().Create("bi", "bitmap:ip", false, "range", "10.0.0.0/24"); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		f    Family
 		rule string
@@ -137,6 +143,8 @@ func TestSetOfOtherFamily(t *testing.T) {
 		{IPv6, "-A INPUT -m set --match-set s6 src", ""},
 		{IPv6, "-A INPUT -m set --match-set sl src", ""},
 		{IPv4, "-A INPUT -m set --match-set sl src", ""},
+		{IPv6, "-A INPUT -m set --match-set bp src", ""},
+		{IPv6, "-A INPUT -m set --match-set bi src", "the protocol family of set bi is IPv4, which is not applicable"},
 	} {
 		err := h.Restore(tc.f, []byte("*filter\n"+tc.rule+"\nCOMMIT\n"), RestoreOptions{})
 		switch {

@@ -222,14 +222,16 @@ func checkSets(rules []*Rule, check func(string) error) error {
 }
 
 // setUsable is the check iptables makes of a set a rule of family f names:
-// it exists, and unless it is a list:set (which has no family), it is of
-// f ("The protocol family of set X is IPv4, which is not applicable").
+// it exists, and unless its type has no family (list:set, bitmap:port,
+// hash:mac), it is of f ("The protocol family of set X is IPv4, which is
+// not applicable"; bitmap:ip is IPv4 only).
 func (h *Host) setUsable(f Family, n string) error {
 	s := h.sets.Get(n)
 	if s == nil {
 		return fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n)
 	}
-	if s.TypeName() == "list:set" {
+	switch s.TypeName() {
+	case "list:set", "bitmap:port", "hash:mac":
 		return nil
 	}
 	if fam := s.Family(); (fam == 6) != (f == IPv6) {
