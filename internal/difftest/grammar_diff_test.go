@@ -153,6 +153,12 @@ func TestGrammarCasesParse(t *testing.T) {
 		accepted++
 		save := rs.AppendSave(nil, netfilter.SaveOptions{Counters: true})
 		rs2, err := parseCase(c.Fam, string(save))
+		if err != nil && strings.Contains(err.Error(), "with a base port") {
+			// Not a fixed point in iptables either: for an icmp rule
+			// iptables-save prints a NAT base port as "/0", which
+			// iptables-restore refuses (docs/kernel-notes.md).
+			continue
+		}
 		if err != nil {
 			t.Fatalf("own save refused: %v\n%s\nsave:\n%s\n%s", err, c, save, replayHint(seed, i))
 		}
