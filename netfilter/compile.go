@@ -414,6 +414,5 @@ func (r *crule) trace() *ruleTrace {
 	return x.traced
 }
 
-
 // jumpAction returns the jump or goto action of a rule that jumps.
 func (r *crule) jumpAction() Action { return r.trace().action }

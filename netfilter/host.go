@@ -223,7 +223,7 @@ func (h *Host) Clock() Clock { return h.clock }
 // address with a prefix shorter than the full length also adds the
 // connected route of its network on the interface.
 func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
-	if err := checkIfaceName(name); err != nil {
+	if err := checkDevName(name); err != nil {
 		return err
 	}
 	if h.Interface(name) != nil {
@@ -361,8 +361,8 @@ func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 		}
 	}
 	for _, n := range p.sets {
-		if h.sets.Get(n) == nil {
-			return fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n)
+		if err := h.setUsable(rs.family, n); err != nil {
+			return err
 		}
 	}
 	i := famIdx(rs.family)
@@ -382,17 +382,20 @@ func (h *Host) load(rs *Ruleset, checked [numTables]*validated) error {
 
 // hostObjects are the sets and nfacct objects of a host, which its rules
 // may name.
-type hostObjects struct{ h *Host }
+type hostObjects struct {
+	h *Host
+	f Family
+}
 
-func (o hostObjects) hasSet(name string) bool    { return o.h.sets.Get(name) != nil }
-func (o hostObjects) hasNFAcct(name string) bool { return o.h.nfacct[name] != nil }
+func (o hostObjects) setUsable(name string) error { return o.h.setUsable(o.f, name) }
+func (o hostObjects) hasNFAcct(name string) bool  { return o.h.nfacct[name] != nil }
 
 // Restore applies iptables-restore input to the host's IPv4 ruleset, or to
 // the IPv6 one when f is IPv6.
 func (h *Host) Restore(f Family, data []byte, opt RestoreOptions) error {
 	rs := h.rules[famIdx(f)].Clone()
 	var committed [numTables]*validated
-	err := rs.restore(data, opt, &committed, hostObjects{h})
+	err := rs.restore(data, opt, &committed, hostObjects{h, f})
 	// Tables committed before an error stay, as in the kernel.
 	if lerr := h.load(rs, committed); lerr != nil && err == nil {
 		err = lerr

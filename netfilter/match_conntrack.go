@@ -213,6 +213,13 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 		if !ok {
 			return bad("a protocol name or number")
 		}
+		if p == 0 && m.inv&ctfStatus != 0 {
+			// libxt_conntrack 1.8.9 tests the bit of IPT_INV_PROTO in
+			// the match's own inversion flags, where it is --ctstatus's:
+			// protocol 0 after "! --ctstatus" is refused, whatever the
+			// "!" on --ctproto (docs/kernel-notes.md).
+			return fmt.Errorf("%w: conntrack: rule would never match protocol", ErrBadValue)
+		}
 		m.Proto = p
 	case "ctorigsrc", "ctorigdst", "ctreplsrc", "ctrepldst":
 		// A prefix length here is a strtoul number ("/033" is 27, "/0x10"
@@ -239,7 +246,7 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 		// iptables prints it so ("--ctorigdst 10.1.2.3/8"); the test masks
 		// both sides, as netip.Prefix.Contains does.
 		as, _, _ := strings.Cut(v, "/")
-		if a, err := netip.ParseAddr(as); err == nil && a.BitLen() == pfx.Addr().BitLen() {
+		if a, err := parseHostAddr(c.family, as, false); err == nil && a.BitLen() == pfx.Addr().BitLen() {
 			pfx = netip.PrefixFrom(a, pfx.Bits())
 		}
 		switch opt {
@@ -437,7 +444,10 @@ func (m *ConntrackMatch) match(c *evalCtx) bool {
 		return false
 	}
 	if !ct.tracked {
-		return m.flags == ctfState
+		// The kernel's conntrack_mt stops here for a packet without a
+		// connection: it matches when --ctstate was given (and passed),
+		// whatever the other options say.
+		return m.flags&ctfState != 0
 	}
 	if !m.test(ctfDir, (m.Direction == "REPLY") == ct.reply) ||
 		!m.test(ctfStatus, ct.status&m.Status != 0) {

@@ -48,7 +48,17 @@ func parseAddrRange(f Family, opt, s string) (AddrRange, error) {
 	}
 	var r AddrRange
 	for i, part := range []string{from, to} {
+		// iprange reads only iptables' dotted form for IPv4 ("10.1" is
+		// 10.1.0.0, octal and hex parts), inet_pton's for IPv6.
 		a, err := netip.ParseAddr(part)
+		if f == IPv4 {
+			var ok bool
+			if a, ok = parseIPv4Dotted(part, false); ok {
+				err = nil
+			} else {
+				err = ErrBadValue
+			}
+		}
 		if err != nil || a.Zone() != "" || (f == IPv4) != a.Is4() {
 			return AddrRange{}, badValue("iprange", opt, part, "an "+f.String()+" address range FROM-TO")
 		}

@@ -61,7 +61,7 @@ func (m *IPVSMatch) set(c *ruleCtx, opt string, inv bool, args []string) error {
 		}
 		bit, m.Proto = ipvsProto, p
 	case "vaddr":
-		pfx, err := parseHostMask(c.family, args[0])
+		pfx, err := parseAddrKeepHost(c.family, args[0])
 		if err != nil {
 			return badValue("ipvs", "--vaddr", args[0], "an address[/mask]")
 		}

@@ -105,7 +105,7 @@ func (b *policyBuilder) set(c *ruleCtx, opt string, inv bool, args []string) err
 			e.SPI, e.HasSPI, e.InvSPI = uint32(n), true, inv
 		}
 	case "tunnel-src", "tunnel-dst":
-		pfx, err := parseHostMask(c.family, s)
+		pfx, err := parseAddrKeepHost(c.family, s)
 		if err != nil {
 			return badValue("policy", "--"+opt, s, "an address[/mask]")
 		}
@@ -151,9 +151,9 @@ func (b *policyBuilder) set(c *ruleCtx, opt string, inv bool, args []string) err
 	return nil
 }
 
-// parseHostMask reads ADDR[/LEN|/MASK] without clearing host bits, as
+// parseAddrKeepHost reads ADDR[/LEN|/MASK] without clearing host bits, as
 // iptables' XTTYPE_HOSTMASK does.
-func parseHostMask(f Family, s string) (netip.Prefix, error) {
+func parseAddrKeepHost(f Family, s string) (netip.Prefix, error) {
 	pfx, mask, err := parseAddrMask(f, s)
 	if err != nil {
 		return pfx, err

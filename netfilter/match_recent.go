@@ -96,7 +96,9 @@ func (m *RecentMatch) set(c *ruleCtx, opt string, inv bool, args []string) error
 	case "rdest":
 		m.Dest = true
 	case "mask":
-		a, err := netip.ParseAddr(args[0])
+		// A host address read by getaddrinfo: inet_aton's forms for
+		// IPv4 ("80" is 0.0.0.80, "1.2.3" 1.2.0.3).
+		a, err := parseHostAddr(c.family, args[0], false)
 		if err != nil || a.Is4() != (c.family == IPv4) {
 			return badValue("recent", "--mask", args[0], "an address mask such as 255.255.255.0")
 		}

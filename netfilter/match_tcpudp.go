@@ -225,7 +225,11 @@ func (m *TCPMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 			return badValue("tcp", "--tcp-flags", args[0]+" "+args[1], "flag lists such as SYN,ACK,FIN,RST,URG,PSH,ALL,NONE")
 		}
 		if mask == 0 {
-			return badValue("tcp", "--tcp-flags", args[0], "a non-empty mask")
+			// iptables-nft 1.8.9 takes an empty mask, and then lists the
+			// rule without the match (or with an empty "-m tcp" when the
+			// compared flags are NONE too), which packetwalk does not
+			// copy (docs/kernel-notes.md).
+			return fmt.Errorf("%w: tcp: --tcp-flags with the empty mask %q", ErrNotModelled, args[0])
 		}
 		m.FlagsMask, m.FlagsCmp = mask, cmp
 	case "tcp-option":

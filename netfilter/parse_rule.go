@@ -146,6 +146,11 @@ func parseRuleSpecWith(p *ruleParser, ctx ruleCtx, args []string) ([]*Rule, *Cou
 		p.ctx.ip = &p.rule.IP
 		p.matches = p.instPtrs[:0]
 		err := p.parse(args)
+		if err == nil && (p.rule.IP.InvSrc || p.rule.IP.InvDst) && (len(p.srcs) > 1 || len(p.dsts) > 1) {
+			// iptables refuses "!" on -s or -d when either lists several
+			// addresses, not only the inverted one.
+			return nil, nil, atToken("!", fmt.Errorf("%w: ! not allowed with multiple source or destination IP addresses", ErrIncompatibleOpts))
+		}
 		if err == nil {
 			if err = p.finish(); err != nil {
 				return nil, nil, err
@@ -238,6 +243,11 @@ func (p *ruleParser) parse(args []string) error {
 		}
 		if strings.HasPrefix(name, "--") {
 			name = p.expandAbbrev(name)
+		} else if hasVal && val == "!" {
+			// iptables 1.8.9 takes "-i!" as the interface "-i!" (its
+			// old "!" handling rereads the word), which packetwalk
+			// does not copy.
+			return atToken(tok, fmt.Errorf("%w: %q (write \"%s !\" or \"! %s\")", ErrNotModelled, tok, name, name))
 		}
 		next := func() (string, error) {
 			if hasVal {
@@ -248,9 +258,8 @@ func (p *ruleParser) parse(args []string) error {
 				return "", atToken(tok, fmt.Errorf("%w: option %q requires an argument", ErrMissingArgument, tok))
 			}
 			i++
-			if args[i] == "!" {
-				return "", atToken(tok, fmt.Errorf("%w: put \"!\" before the option (\"! %s VALUE\"), not after it", ErrSyntax, tok))
-			}
+			// A "!" here is the option's argument, as getopt hands it
+			// over ("-s !" names the host "!").
 			return args[i], nil
 		}
 		var err error
@@ -270,7 +279,7 @@ func (p *ruleParser) parse(args []string) error {
 			if v, err = next(); err == nil {
 				err = p.setProto(inv, v)
 			}
-		case "-f", "--fragment":
+		case "-f", "--fragment", "--fragments":
 			err = p.setFragment(inv)
 		case "-m", "--match":
 			var v string
@@ -371,7 +380,7 @@ func (p *ruleParser) setAddr(name string, inv bool, v string) error {
 	}
 	for rest := v; ; {
 		part, more, found := strings.Cut(rest, ",")
-		pfx, mask, err := parseAddrMask(p.ctx.family, part)
+		pfx, mask, err := parseHostMask(p.ctx.family, part)
 		if err != nil {
 			return err
 		}
@@ -384,9 +393,6 @@ func (p *ruleParser) setAddr(name string, inv bool, v string) error {
 	if inv && list[0].pfx.Bits() == 0 && !list[0].mask.IsValid() {
 		// The kernel refuses a negated match-everything address (EINVAL).
 		return fmt.Errorf("%w: \"! %s %s\" can never match", ErrBadValue, key, v)
-	}
-	if len(list) > 1 && inv {
-		return fmt.Errorf("%w: ! not allowed with multiple source or destination IP addresses", ErrIncompatibleOpts)
 	}
 	if src {
 		p.srcs, p.rule.IP.InvSrc = list, inv
@@ -402,22 +408,16 @@ type addrSpec struct {
 	mask netip.Addr // a non-contiguous netmask, or the zero Addr
 }
 
-// parseAddrMask parses "ADDR", "ADDR/LEN" or "ADDR/MASK" as iptables does
-// for -s and -d; host bits are cleared, as iptables-save shows. A
+// parseAddrMask parses "ADDR", "ADDR/LEN" or "ADDR/MASK" as conntrack's
+// address options do (getaddrinfo's forms, see parseHostAddr); host bits are cleared, as iptables-save shows. A
 // non-contiguous MASK is returned as mask, with the masked address as a
 // full-length prefix. An IPv4-mapped IPv6 address stays IPv6 in ip6tables,
 // which matches it as the 16-byte address.
 func parseAddrMask(f Family, s string) (netip.Prefix, netip.Addr, error) {
 	addrPart, maskPart, hasMask := strings.Cut(s, "/")
-	a, err := netip.ParseAddr(addrPart)
-	if err != nil || a.Zone() != "" {
-		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("%w: host/network %q not found (packetwalk resolves no names)", ErrBadValue, s)
-	}
-	if f == IPv4 && a.Is4In6() {
-		a = a.Unmap() // iptables reads "::ffff:10.1.2.3" as 10.1.2.3
-	}
-	if (f == IPv4) != a.Is4() {
-		return netip.Prefix{}, netip.Addr{}, fmt.Errorf("%w: %q is not an %s address", ErrBadValue, s, f)
+	a, err := parseHostAddr(f, addrPart, false)
+	if err != nil {
+		return netip.Prefix{}, netip.Addr{}, err
 	}
 	bits := a.BitLen()
 	if hasMask {
@@ -498,6 +498,13 @@ func (p *ruleParser) setIface(name string, inv bool, v string) error {
 	if err := checkIfaceName(v); err != nil {
 		return err
 	}
+	if v == "+" && !inv {
+		// A bare "+" matches every name: iptables drops it (no -i in
+		// iptables-save or -S, "*" in -L), while "! -i +" stays and
+		// matches nothing. The option still counts as given (twice is
+		// an error, -i in OUTPUT too).
+		v = ""
+	}
 	if in {
 		p.rule.IP.In, p.rule.IP.InvIn = v, inv
 	} else {
@@ -506,21 +513,28 @@ func (p *ruleParser) setIface(name string, inv bool, v string) error {
 	return nil
 }
 
-// checkIfaceName applies the kernel's interface name limits (IFNAMSIZ).
+// checkIfaceName applies iptables' limits on an interface name in a rule:
+// not empty, shorter than IFNAMSIZ. iptables only warns about "/" and " ",
+// and takes a leading "!" as part of the name ("-i !eth0").
 func checkIfaceName(v string) error {
 	if v == "" {
 		return fmt.Errorf("%w: empty interface name", ErrBadValue)
 	}
-	if v[0] == '!' {
-		return fmt.Errorf("%w: interface name %q starts with '!' (write \"! -i NAME\")", ErrBadValue, v)
-	}
 	if len(v) > 15 {
 		return fmt.Errorf("%w: interface name %q must be shorter than 16 characters", ErrBadValue, v)
 	}
-	for i := 0; i < len(v); i++ {
-		if v[i] == '/' || v[i] == ' ' {
-			return fmt.Errorf("%w: invalid interface name %q", ErrBadValue, v)
-		}
+	return nil
+}
+
+// checkDevName applies the kernel's rules for the name of a device
+// (dev_valid_name): a rule's limits, and no "/" or white space; "!" is
+// refused too, as a name iptables could not tell from an inversion.
+func checkDevName(v string) error {
+	if err := checkIfaceName(v); err != nil {
+		return err
+	}
+	if v == "." || v == ".." || v[0] == '!' || strings.ContainsAny(v, "/ \t\n\v\f\r:") {
+		return fmt.Errorf("%w: invalid interface name %q", ErrBadValue, v)
 	}
 	return nil
 }
@@ -617,7 +631,10 @@ func (p *ruleParser) setTarget(name string, isGoto bool) error {
 // "-m tcp").
 func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []string, val string, hasVal bool) error {
 	dst, opt := p.optionOwner(name)
-	if dst == nil && p.rule.IP.Proto != 0 && !p.rule.IP.InvProto {
+	// iptables loads the protocol's match after "! -p udp" too; the
+	// match's own check then decides (packetwalk refuses it as not
+	// modelled, the kernel takes tcp and udp).
+	if dst == nil && p.rule.IP.Proto != 0 {
 		if m, ok := matchModules[protoModule(p.rule.IP.Proto)]; ok && m.allows(p.ctx.family) {
 			if o, ok := m.lookup(name); ok {
 				loaded := false
@@ -656,7 +673,7 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 		p.lastModule = dst.mod.name
 		return dst.b.set(&p.ctx, opt.name, inv, vals)
 	}
-	if opt.args == 1 && !hasVal && *i+1 < len(args) && args[*i+1] != "!" {
+	if opt.args == 1 && !hasVal && *i+1 < len(args) {
 		// One argument that is already a separate word: pass a view of
 		// args rather than a copy.
 		*i++
@@ -673,8 +690,12 @@ func (p *ruleParser) moduleOption(tok, name string, inv bool, i *int, args []str
 			return fmt.Errorf("%w: option \"--%s\" requires an argument", ErrMissingArgument, opt.name)
 		}
 		*i++
-		if args[*i] == "!" {
-			return fmt.Errorf("%w: put \"!\" before the option (\"! --%s VALUE\"), not after it", ErrSyntax, opt.name)
+		// The first argument is getopt's and may be anything, "!"
+		// included ("--comment !"); the extensions read further ones
+		// themselves and refuse a "!" there ("--tcp-flags requires two
+		// args").
+		if k > 0 && args[*i] == "!" {
+			return fmt.Errorf("%w: option \"--%s\" requires %d arguments", ErrMissingArgument, opt.name, opt.args)
 		}
 		vals = append(vals, args[*i])
 	}
@@ -746,10 +767,10 @@ func protoModule(p inet.Proto) string {
 func (p *ruleParser) finish() error {
 	if p.ctx.table == Filter || p.ctx.table == Security || p.ctx.table == Raw || p.ctx.table == Mangle || p.ctx.table == NAT {
 		if h, ok := hookByName(p.ctx.chain); ok {
-			if p.rule.IP.Out != "" && (h == Prerouting || h == Input) {
+			if p.seen&ipOptBit("-o") != 0 && (h == Prerouting || h == Input) {
 				return atToken("-o", fmt.Errorf("%w: can't use -o with %s", ErrNotAllowed, h))
 			}
-			if p.rule.IP.In != "" && (h == Postrouting || h == Output) {
+			if p.seen&ipOptBit("-i") != 0 && (h == Postrouting || h == Output) {
 				return atToken("-i", fmt.Errorf("%w: can't use -i with %s", ErrNotAllowed, h))
 			}
 		}
@@ -826,7 +847,17 @@ func (p *ruleParser) exactOption(name string) bool {
 
 // mainLongOptions are iptables' own long options (not a module's).
 var mainLongOptions = []string{"source", "src", "destination", "dst", "in-interface", "out-interface",
-	"protocol", "fragment", "jump", "goto", "match", "set-counters"}
+	"protocol", "fragments", "jump", "goto", "match", "set-counters"}
+
+// commandLongOptions are the other long options of iptables' getopt table
+// (commands and listing options, iptables 1.8.9's original_opts): they
+// take part in getopt_long's abbreviation matching, so "--he" is
+// ambiguous between --help and helper's --helper, and "--re" between
+// --replace and --rename-chain. packetwalk refuses them in a rule.
+var commandLongOptions = []string{"append", "delete", "check", "insert", "replace", "list", "list-rules",
+	"flush", "zero", "new-chain", "delete-chain", "rename-chain", "policy", "table", "numeric",
+	"verbose", "wait", "wait-interval", "exact", "version", "help", "line-numbers", "modprobe",
+	"ipv4", "ipv6"}
 
 // expandAbbrev resolves an abbreviated long option the way getopt_long
 // does over iptables' merged option table: a unique prefix of one option
@@ -859,6 +890,11 @@ func (p *ruleParser) expandAbbrev(name string) string {
 			return name
 		}
 	}
+	for _, o := range commandLongOptions {
+		if add("-", o, o) {
+			return name
+		}
+	}
 	mods := []*module{}
 	if p.target != nil {
 		mods = append(mods, p.target.mod)
@@ -884,12 +920,12 @@ func (p *ruleParser) expandAbbrev(name string) string {
 			return name
 		}
 	}
-	if len(found) == 0 && p.rule.IP.Proto != 0 && !p.rule.IP.InvProto {
+	if len(found) == 0 && p.rule.IP.Proto != 0 {
 		if m, ok := matchModules[protoModule(p.rule.IP.Proto)]; ok && scan(m) {
 			return name
 		}
 	}
-	if len(found) != 1 {
+	if len(found) != 1 || found[0].owner == "-" {
 		return name
 	}
 	for _, o := range mainLongOptions {

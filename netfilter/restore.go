@@ -207,19 +207,21 @@ const restoreLineMax = 10239
 
 // objects tells which named kernel objects outside the ruleset exist.
 type objects interface {
-	hasSet(name string) bool
+	// setUsable refuses a set that does not exist or is of the other
+	// family.
+	setUsable(name string) error
 	hasNFAcct(name string) bool
 }
 
 // checkObjects refuses the first ipset or nfacct object the rules name
-// that does not exist.
+// that does not exist (or, for a set, is of the other family).
 func checkObjects(rules []*Rule, objs objects) error {
 	for _, r := range rules {
 		for _, m := range r.Matches {
 			switch m := m.(type) {
 			case *SetMatch:
-				if !objs.hasSet(m.Name) {
-					return atToken(m.Name, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, m.Name))
+				if err := objs.setUsable(m.Name); err != nil {
+					return atToken(m.Name, err)
 				}
 			case *NFAcctMatch:
 				if !objs.hasNFAcct(m.Name) {
@@ -229,11 +231,33 @@ func checkObjects(rules []*Rule, objs objects) error {
 		}
 		if st, ok := r.Target.(*SetTarget); ok {
 			for _, n := range []string{st.Add.Name, st.Del.Name} {
-				if n != "" && !objs.hasSet(n) {
-					return atToken(n, fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n))
+				if n == "" {
+					continue
+				}
+				if err := objs.setUsable(n); err != nil {
+					return atToken(n, err)
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// setUsable is the check iptables makes of a set a rule of family f names:
+// it exists, and unless its type has no family (list:set, bitmap:port,
+// hash:mac), it is of f ("The protocol family of set X is IPv4, which is
+// not applicable"; bitmap:ip is IPv4 only).
+func (h *Host) setUsable(f Family, n string) error {
+	s := h.sets.Get(n)
+	if s == nil {
+		return fmt.Errorf("%w: set %s doesn't exist", ErrNoSuchSet, n)
+	}
+	switch s.TypeName() {
+	case "list:set", "bitmap:port", "hash:mac":
+		return nil
+	}
+	if fam := s.Family(); (fam == 6) != (f == IPv6) {
+		return fmt.Errorf("%w: the protocol family of set %s is IPv%d, which is not applicable", ErrNotAllowed, n, fam)
 	}
 	return nil
 }

@@ -232,7 +232,9 @@ func appendSRule(b []byte, c *Chain, r *Rule, verbose bool) []byte {
 // shownMatches returns the matches of r as iptables-nft 1.8.9 lists them.
 // It translates -m tcp and -m udp into payload expressions and, reading
 // them back, folds every tcp (udp) match of a rule into the first one,
-// later options overwriting earlier ones; the kernel still tests them all
+// later options overwriting earlier ones; a tcp match with --tcp-option
+// stays an xtables match and is listed where it is, unfolded. The kernel
+// still tests them all
 // (docs/kernel-notes.md). Rules with at most one of each are returned as
 // they are, without allocating.
 func shownMatches(r *Rule) []Match {
@@ -241,7 +243,9 @@ func shownMatches(r *Rule) []Match {
 	for _, m := range r.Matches {
 		switch m := m.(type) {
 		case *TCPMatch:
-			nt++
+			if !m.HasOption {
+				nt++
+			}
 			vanish = vanish || m.vanishes()
 		case *UDPMatch:
 			nu++
@@ -257,6 +261,12 @@ func shownMatches(r *Rule) []Match {
 	for _, m := range r.Matches {
 		switch m := m.(type) {
 		case *TCPMatch:
+			if m.HasOption {
+				// --tcp-option keeps the match an xtables one, which
+				// iptables-nft lists where it stands, unfolded.
+				out = append(out, m)
+				continue
+			}
 			if tcp == nil {
 				c := *m
 				tcp = &c
@@ -307,15 +317,19 @@ func (m *UDPMatch) vanishes() bool { return m.dropped && m.SrcPorts == nil && m.
 
 // fold overlays the options o gives on m.
 func (m *TCPMatch) fold(o *TCPMatch) {
+	// A later value replaces an earlier one, but a "!" once read stays:
+	// iptables-nft only ever sets the inversion bits as it reads the
+	// expressions back ("! --dport 1 -m tcp --dport 2" lists as
+	// "! --dport 2").
 	m.dropped = m.dropped || o.dropped
 	if o.SrcPorts != nil {
-		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, o.InvSrcPorts
+		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, m.InvSrcPorts || o.InvSrcPorts
 	}
 	if o.DstPorts != nil {
-		m.DstPorts, m.InvDstPorts = o.DstPorts, o.InvDstPorts
+		m.DstPorts, m.InvDstPorts = o.DstPorts, m.InvDstPorts || o.InvDstPorts
 	}
 	if o.FlagsMask != 0 {
-		m.FlagsMask, m.FlagsCmp, m.InvFlags = o.FlagsMask, o.FlagsCmp, o.InvFlags
+		m.FlagsMask, m.FlagsCmp, m.InvFlags = o.FlagsMask, o.FlagsCmp, m.InvFlags || o.InvFlags
 	}
 	if o.HasOption {
 		m.Option, m.HasOption, m.InvOption = o.Option, true, o.InvOption
@@ -326,9 +340,9 @@ func (m *TCPMatch) fold(o *TCPMatch) {
 func (m *UDPMatch) fold(o *UDPMatch) {
 	m.dropped = m.dropped || o.dropped
 	if o.SrcPorts != nil {
-		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, o.InvSrcPorts
+		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, m.InvSrcPorts || o.InvSrcPorts
 	}
 	if o.DstPorts != nil {
-		m.DstPorts, m.InvDstPorts = o.DstPorts, o.InvDstPorts
+		m.DstPorts, m.InvDstPorts = o.DstPorts, m.InvDstPorts || o.InvDstPorts
 	}
 }
