@@ -50,7 +50,7 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 		return nil, err
 	}
 	saved := h.Tracing
-	o := &explainOracle{h: h, resumable: !h.referenceEval(), arena: newProbArena(), resume: -1}
+	o := &explainOracle{resumable: !h.referenceEval(), arena: newProbArena(), resume: -1}
 	h.Tracing, h.explaining, h.oracle = true, true, o
 	defer func() { h.Tracing, h.explaining, h.oracle = saved, false, nil }()
 	// NAT port choice draws from conntrack's random source: every path
@@ -64,10 +64,11 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 		}
 		o.startWalk()
 		if iface == "" {
-			h.send(res, &p)
+			h.send(h.startWalk(res), &p)
 		} else {
-			h.receive(res, iface, &p)
+			h.receive(h.startWalk(res), iface, &p)
 		}
+		h.endWalk()
 		*h.ctPCG = ctRand
 		if m.add(o.pathNode(), res) {
 			res = m.slot()
@@ -214,7 +215,6 @@ func (d explainChoice) weight() uint32 {
 // last one that took the matching branch, takes the other branch there,
 // and then the matching branch of every new draw that can match.
 type explainOracle struct {
-	h     *Host
 	arena *probArena
 	// stack holds the current path's choices; the first replay of them
 	// are replayed from the previous path. nodes[i] is the path's
@@ -353,7 +353,7 @@ func (o *explainOracle) snapshot(i int) {
 	s.tables, s.entryTaken, s.choice, s.pc = o.tables, r.entryTaken, i, r.pc
 	s.stack = append(s.stack[:0], r.stack[:r.sp]...)
 	s.ctx, s.pkt = *r.ctx, *r.ctx.pkt
-	s.trace = append(s.trace[:0], o.h.trace[r.traceStart:]...)
+	s.trace = append(s.trace[:0], r.ctx.walk.trace[r.traceStart:]...)
 	o.snaps[i] = s
 }
 
@@ -370,7 +370,7 @@ func (o *explainOracle) release(i int) {
 // runTable copies it out before the next snapshot is taken.
 func (o *explainOracle) enterTable(c *evalCtx, stack []int) *explainSnap {
 	o.tables++
-	o.run = explainPos{active: true, clean: true, stack: stack, ctx: c, entryTaken: o.pos, traceStart: len(o.h.trace)}
+	o.run = explainPos{active: true, clean: true, stack: stack, ctx: c, entryTaken: o.pos, traceStart: len(c.walk.trace)}
 	if o.resume < 0 {
 		return nil
 	}
@@ -383,7 +383,7 @@ func (o *explainOracle) enterTable(c *evalCtx, stack []int) *explainSnap {
 	o.resume = -1
 	// The choices the skipped rules would have drawn are replayed as is.
 	o.pos = s.choice
-	o.h.trace = append(o.h.trace, s.trace...)
+	c.walk.trace = append(c.walk.trace, s.trace...)
 	return s
 }
 
