@@ -49,10 +49,9 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	saved := h.Tracing
 	o := &explainOracle{resumable: !h.referenceEval(), arena: newProbArena(), resume: -1}
-	h.Tracing, h.explaining, h.oracle = true, true, o
-	defer func() { h.Tracing, h.explaining, h.oracle = saved, false, nil }()
+	h.explaining, h.oracle = true, o
+	defer func() { h.explaining, h.oracle = false, nil }()
 	// NAT port choice draws from conntrack's random source: every path
 	// starts from the same draws.
 	ctRand := *h.ctPCG

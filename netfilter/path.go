@@ -568,7 +568,8 @@ func refuse(res *Result, err error) {
 func (h *Host) walk(w *walk, local bool) {
 	w.trace = w.trace[:0]
 	w.where = place{}
-	w.cur, w.notrack, w.loopback, w.attached, w.tracing = conntrack.Info{}, false, false, false, h.Tracing
+	// Explain's outcomes list their paths' steps whatever Tracing says.
+	w.cur, w.notrack, w.loopback, w.attached, w.tracing = conntrack.Info{}, false, false, false, h.Tracing || h.explaining
 	res := w.res
 	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, "", nil, nil, nil
 	res.Emitted = res.Emitted[:0]
