@@ -22,10 +22,10 @@
 // (evalCtx.host). The functions of the path take the walk (Host.walk,
 // Host.runHook, Host.runTable, Host.bindNAT, walk.translate), so a
 // packet's way reads from their signatures. The Host keeps a small stack
-// of walk values, reused from packet to packet so that walking allocates
-// nothing: Receive, Send and each path of Explain take the first
-// (Host.startWalk), and a packet netfilter generates while another walks
-// (a REJECT reply) takes the next (Host.beginWalk), starting from what it
+// of walk values (Host.beginWalk, Host.endWalk), reused from packet to
+// packet so that walking allocates nothing: Receive, Send and each path
+// of Explain take the first, and a packet netfilter generates while
+// another walks (a REJECT reply) takes the next, starting from what it
 // inherits (the connection it is attached to, notrack) and leaving the
 // other's untouched.
 //

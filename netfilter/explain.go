@@ -61,11 +61,11 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 		if n == maxExplainPaths {
 			return nil, fmt.Errorf("%w: more than %d paths", ErrUnsupported, maxExplainPaths)
 		}
-		o.startWalk()
+		o.beginWalk()
 		if iface == "" {
-			h.send(h.startWalk(res), &p)
+			h.send(h.beginWalk(res), &p)
 		} else {
-			h.receive(h.startWalk(res), iface, &p)
+			h.receive(h.beginWalk(res), iface, &p)
 		}
 		h.endWalk()
 		*h.ctPCG = ctRand
@@ -273,7 +273,7 @@ type explainSnap struct {
 	trace      []Step // steps of this table before the rule
 }
 
-func (o *explainOracle) startWalk() {
+func (o *explainOracle) beginWalk() {
 	o.pos, o.tables, o.tracks, o.run = 0, 0, 0, explainPos{}
 }
 

@@ -487,7 +487,7 @@ func innerTuple(in *InnerHeader) conntrack.Tuple {
 // protocol (ports on ICMP, TCPFlags on UDP). TCP, UDP and ICMP build
 // packets with sane defaults.
 func (h *Host) Receive(iface string, p Packet) Result {
-	w := h.startWalk(nil)
+	w := h.beginWalk(nil)
 	w.res.Emitted = nil // the caller keeps the returned slice
 	h.receive(w, iface, &p)
 	h.endWalk()
@@ -499,7 +499,7 @@ func (h *Host) Receive(iface string, p Packet) Result {
 // the output interface. A packet with contradictory fields is refused as
 // Receive describes.
 func (h *Host) Send(p Packet) Result {
-	w := h.startWalk(nil)
+	w := h.beginWalk(nil)
 	w.res.Emitted = nil
 	h.send(w, &p)
 	h.endWalk()
@@ -513,13 +513,13 @@ func (h *Host) Send(p Packet) Result {
 // in res is overwritten; Trace is always a new slice. The host keeps a
 // pointer to res until its next packet.
 func (h *Host) ReceiveTo(res *Result, iface string, p *Packet) {
-	h.receive(h.startWalk(res), iface, p)
+	h.receive(h.beginWalk(res), iface, p)
 	h.endWalk()
 }
 
 // SendTo is Send writing the result into res, as ReceiveTo does.
 func (h *Host) SendTo(res *Result, p *Packet) {
-	h.send(h.startWalk(res), p)
+	h.send(h.beginWalk(res), p)
 	h.endWalk()
 }
 

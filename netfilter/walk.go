@@ -45,8 +45,9 @@ type walk struct {
 
 // beginWalk returns a fresh walk writing its outcome into res, or into
 // its own result when res is nil; endWalk gives it back. Walks nest: a
-// packet generated during a walk begins the next one. The walk's
-// per-packet fields are the caller's to reset.
+// packet generated during a walk begins the next one, and so may a packet
+// given to the host while another walks (one coming back from another
+// host). The walk's per-packet fields are the caller's to reset.
 func (h *Host) beginWalk(res *Result) *walk {
 	if h.depth == len(h.walks) {
 		w := &walk{}
@@ -64,11 +65,3 @@ func (h *Host) beginWalk(res *Result) *walk {
 
 // endWalk ends the innermost walk.
 func (h *Host) endWalk() { h.depth-- }
-
-// startWalk begins the walk of a packet given to the host (Receive, Send,
-// Explain), which no other walk encloses: the stack of walks starts
-// afresh, even after a walk that panicked.
-func (h *Host) startWalk(res *Result) *walk {
-	h.depth = 0
-	return h.beginWalk(res)
-}
