@@ -61,7 +61,7 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 		if n == maxExplainPaths {
 			return nil, fmt.Errorf("%w: more than %d paths", ErrUnsupported, maxExplainPaths)
 		}
-		o.beginWalk()
+		o.startWalk()
 		if iface == "" {
 			h.send(h.beginWalk(res), &p)
 		} else {
@@ -273,7 +273,7 @@ type explainSnap struct {
 	trace      []Step // steps of this table before the rule
 }
 
-func (o *explainOracle) beginWalk() {
+func (o *explainOracle) startWalk() {
 	o.pos, o.tables, o.tracks, o.run = 0, 0, 0, explainPos{}
 }
 

@@ -157,14 +157,18 @@ func (w *place) writeStep(s *Step) {
 	}
 }
 
-func (w *walk) decide(c *evalCtx, r *crule, action string) {
+// decide records rule r of the table being run as the deciding place.
+func (w *walk) decide(r *crule, action string) {
+	c := &w.ctx
 	w.where = place{r: r, hook: c.hook, table: c.table, action: action}
 }
 
-func (h *Host) traceStep(w *walk, c *evalCtx, r *crule, action string) {
+// traceStep records rule r of the table being run in the walk's trace.
+func (h *Host) traceStep(w *walk, r *crule, action string) {
 	if !w.tracing {
 		return
 	}
+	c := &w.ctx
 	s := Step{Hook: c.hook, Table: c.table, Chain: r.chain.Name, Action: action}
 	if !r.end {
 		s.Rule = int(r.num)

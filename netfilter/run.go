@@ -36,7 +36,7 @@ func (h *Host) runTable(w *walk, t *ctable) verdict {
 				// from it: the built-in policy decides.
 				if w.tracing {
 					base := &t.rules[t.baseEnd[c.hook]]
-					h.traceStep(w, c, base, policyAction(base.policy))
+					h.traceStep(w, base, policyAction(base.policy))
 				}
 				return h.policy(w, t, c.hook, c.table)
 			}
@@ -49,7 +49,7 @@ func (h *Host) runTable(w *walk, t *ctable) verdict {
 		}
 		if !r.matchIP(p) || (len(r.matches) > 0 && !h.runMatches(r, c)) {
 			if c.hotdrop {
-				w.decide(c, r, "DROP")
+				w.decide(r, "DROP")
 				return vDrop
 			}
 			pc++
@@ -69,22 +69,22 @@ func (h *Host) runTable(w *walk, t *ctable) verdict {
 		}
 		switch kind {
 		case vContinue:
-			h.traceStep(w, c, r, "CONTINUE")
+			h.traceStep(w, r, "CONTINUE")
 			pc++
 		case vAccept:
-			h.traceStep(w, c, r, "ACCEPT")
-			w.decide(c, r, "ACCEPT")
+			h.traceStep(w, r, "ACCEPT")
+			w.decide(r, "ACCEPT")
 			return vAccept
 		case vDrop:
 			action := "DROP"
 			if c.rejected {
 				action = "REJECT"
 			}
-			h.traceStep(w, c, r, action)
-			w.decide(c, r, action)
+			h.traceStep(w, r, action)
+			w.decide(r, action)
 			return vDrop
 		case vReturn:
-			h.traceStep(w, c, r, "RETURN")
+			h.traceStep(w, r, "RETURN")
 			if sp == 0 {
 				// RETURN from a built-in chain, or from a user chain
 				// entered by goto from it, applies the policy.
@@ -95,14 +95,14 @@ func (h *Host) runTable(w *walk, t *ctable) verdict {
 			pc = stack[sp]
 		case vJump:
 			if w.tracing {
-				h.traceStep(w, c, r, r.jumpAction())
+				h.traceStep(w, r, r.jumpAction())
 			}
 			stack[sp] = pc + 1
 			sp++
 			pc = int(r.jump)
 		case vGoto:
 			if w.tracing {
-				h.traceStep(w, c, r, r.jumpAction())
+				h.traceStep(w, r, r.jumpAction())
 			}
 			pc = int(r.jump)
 		}
