@@ -63,11 +63,10 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 		}
 		o.startWalk()
 		if iface == "" {
-			h.send(h.beginWalk(res), &p)
+			h.send(res, &p)
 		} else {
-			h.receive(h.beginWalk(res), iface, &p)
+			h.receive(res, iface, &p)
 		}
-		h.endWalk()
 		*h.ctPCG = ctRand
 		if m.add(o.pathNode(), res) {
 			res = m.slot()

@@ -490,25 +490,13 @@ func innerTuple(in *InnerHeader) conntrack.Tuple {
 // (an unset Family is taken from them), or fields belong to another
 // protocol (ports on ICMP, TCPFlags on UDP). TCP, UDP and ICMP build
 // packets with sane defaults.
-func (h *Host) Receive(iface string, p Packet) Result {
-	w := h.beginWalk(nil)
-	w.res.Emitted = nil // the caller keeps the returned slice
-	h.receive(w, iface, &p)
-	h.endWalk()
-	return *w.res
-}
+func (h *Host) Receive(iface string, p Packet) Result { return *h.receive(nil, iface, &p) }
 
 // Send sends a packet from a local process: routing, OUTPUT, rerouting and
 // POSTROUTING. An unset source address is chosen like the kernel does, from
 // the output interface. A packet with contradictory fields is refused as
 // Receive describes.
-func (h *Host) Send(p Packet) Result {
-	w := h.beginWalk(nil)
-	w.res.Emitted = nil
-	h.send(w, &p)
-	h.endWalk()
-	return *w.res
-}
+func (h *Host) Send(p Packet) Result { return *h.send(nil, &p) }
 
 // ReceiveTo is Receive writing the result into res, for loops that send
 // many packets: it copies the packet once and the result not at all, where
@@ -516,41 +504,43 @@ func (h *Host) Send(p Packet) Result {
 // res.Emitted's storage is reused, so a slice kept from an earlier result
 // in res is overwritten; Trace is always a new slice. The host keeps a
 // pointer to res until its next packet.
-func (h *Host) ReceiveTo(res *Result, iface string, p *Packet) {
-	h.receive(h.beginWalk(res), iface, p)
-	h.endWalk()
-}
+func (h *Host) ReceiveTo(res *Result, iface string, p *Packet) { h.receive(res, iface, p) }
 
 // SendTo is Send writing the result into res, as ReceiveTo does.
-func (h *Host) SendTo(res *Result, p *Packet) {
-	h.send(h.beginWalk(res), p)
-	h.endWalk()
-}
+func (h *Host) SendTo(res *Result, p *Packet) { h.send(res, p) }
 
-// receive and send walk a copy of *p in w, writing the result into w.res,
-// which must not move while the packet walks: evaluation keeps pointers
-// to w.res.Packet, the packet being walked. Receive and Send use the
-// walk's own Result; Explain reuses its slots.
-func (h *Host) receive(w *walk, iface string, p *Packet) {
-	res := w.res
+// receive and send walk a copy of *p in a walk of their own, writing the
+// result into res, or into the walk's own Result when res is nil (Receive
+// and Send, which copy it out; Explain passes its slots), and return the
+// result. It must not move while the packet walks: evaluation keeps
+// pointers to its Packet, the packet being walked. They stay out of
+// Receive and Send so that those are inlined, and the result copied once.
+func (h *Host) receive(res *Result, iface string, p *Packet) *Result {
+	w := h.beginWalk(res)
+	res = w.res
 	res.Packet = *p
 	res.Packet.In, res.Packet.Out = iface, ""
 	if err := h.admit(&res.Packet, iface); err != nil {
 		refuse(res, err)
-		return
+	} else {
+		h.walk(w, false)
 	}
-	h.walk(w, false)
+	h.endWalk()
+	return res
 }
 
-func (h *Host) send(w *walk, p *Packet) {
-	res := w.res
+func (h *Host) send(res *Result, p *Packet) *Result {
+	w := h.beginWalk(res)
+	res = w.res
 	res.Packet = *p
 	res.Packet.In = ""
 	if err := res.Packet.check(true); err != nil {
 		refuse(res, err)
-		return
+	} else {
+		h.walk(w, true)
 	}
-	h.walk(w, true)
+	h.endWalk()
+	return res
 }
 
 // admit checks a received packet: its interface and its fields.
@@ -701,7 +691,6 @@ func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	}
 	g := h.beginWalk(nil)
 	defer h.endWalk()
-	g.own = Result{Emitted: g.own.Emitted[:0]}
 	p := g.pkt
 	*p = r
 	p.In, p.Out = "", out.Iface

@@ -17,8 +17,8 @@ type walk struct {
 	// pkt points to it.
 	res *Result
 	pkt *Packet
-	// own is the result Receive and Send return, and the storage of a
-	// generated packet, which walks here and is copied out.
+	// own is the result Receive and Send copy out, and the storage of a
+	// generated packet, which walks in own.Packet and is copied out.
 	own Result
 	// ctx is the evaluation context of the table being run.
 	ctx evalCtx
@@ -50,17 +50,31 @@ type walk struct {
 // host). The walk's per-packet fields are the caller's to reset.
 func (h *Host) beginWalk(res *Result) *walk {
 	if h.depth == len(h.walks) {
-		w := &walk{}
-		w.ctx.host, w.ctx.walk = h, w
-		h.walks = append(h.walks, w)
+		h.addWalk()
 	}
 	w := h.walks[h.depth]
 	h.depth++
 	if res == nil {
+		// The caller copies the result out and keeps its Emitted slice.
 		res = &w.own
+		if res.Emitted != nil {
+			res.Emitted = nil
+		}
 	}
-	w.res, w.pkt = res, &res.Packet
+	// Stored only when it changes: pointer stores cost write barrier
+	// checks, and a host mostly walks into the same result.
+	if w.res != res {
+		w.res, w.pkt = res, &res.Packet
+	}
 	return w
+}
+
+// addWalk adds a walk value to the host's stack, once per nesting depth
+// the host has seen.
+func (h *Host) addWalk() {
+	w := &walk{}
+	w.ctx.host, w.ctx.walk = h, w
+	h.walks = append(h.walks, w)
 }
 
 // endWalk ends the innermost walk.
