@@ -253,14 +253,14 @@ COMMIT
 		}
 	}
 	for _, spec := range []string{
-		"-A OUTPUT -i + -j ACCEPT",               // "Can't use -i with OUTPUT", even for "+"
-		"-A FORWARD -i + -i eth0",                // multiple -i flags
-		"-A INPUT -p tcp --dport ! 80",           // invalid port "!"
-		"-A INPUT -s ! 1.2.3.4",                  // host "!", then a stray argument
+		"-A OUTPUT -i + -j ACCEPT",          // "Can't use -i with OUTPUT", even for "+"
+		"-A FORWARD -i + -i eth0",           // multiple -i flags
+		"-A INPUT -p tcp --dport ! 80",      // invalid port "!"
+		"-A INPUT -s ! 1.2.3.4",             // host "!", then a stray argument
 		"-A INPUT -p tcp --tcp-flags SYN !", // --tcp-flags requires two args
-		"-A INPUT -p tcp --syn !",                // "!" at the end
-		"-A INPUT -i \"\"",                       // empty interface
-		"-A INPUT -i 1234567890123456",           // IFNAMSIZ
+		"-A INPUT -p tcp --syn !",           // "!" at the end
+		"-A INPUT -i \"\"",                  // empty interface
+		"-A INPUT -i 1234567890123456",      // IFNAMSIZ
 	} {
 		if _, err := ParseRestore(IPv4, []byte("*filter\n"+spec+"\nCOMMIT\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Errorf("%s: %v, want an error naming line 2", spec, err)

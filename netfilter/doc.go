@@ -14,10 +14,28 @@
 //
 // # A packet's way through the host
 //
+// A Host holds configuration (interfaces, routes, sysctls), the loaded
+// rulesets with their compiled tables, and the state that outlives a
+// packet: conntrack, ipsets, recent lists, nfacct and rule counters, the
+// random sources and the clock. What lives only while one packet walks is
+// a walk value (walk.go): the packet and the Result it fills, its
+// connection and conntrack facts, the notrack, loopback and attached
+// flags, its trace and deciding place, and the evaluation context of the
+// table being run, which points back to it (evalCtx.walk) and to the host
+// (evalCtx.host). The functions of the path take the walk (Host.walk,
+// Host.runHook, Host.runTable, Host.bindNAT, walk.translate), so a
+// packet's way reads from their signatures. The Host keeps a small stack
+// of walk values (Host.beginWalk, Host.endWalk), reused from packet to
+// packet so that walking allocates nothing: Receive, Send and each path
+// of Explain take the first, and a packet netfilter generates while
+// another walks (a REJECT reply) takes the next, starting from what it
+// inherits (the connection it is attached to, notrack) and leaving the
+// other's untouched.
+//
 // [Host.Receive] (a packet arriving on an interface), [Host.Send] (a packet
 // from a local process) and their allocation-free forms [Host.ReceiveTo] and
-// [Host.SendTo] all end in Host.walk (path.go), which resets the per-packet
-// state and calls Host.walkHooks:
+// [Host.SendTo] all end in Host.walk (path.go), which resets the walk's
+// per-packet state and calls Host.walkHooks:
 //
 //   - Received: PREROUTING, then the routing decision (Host.martian for
 //     route_localnet, Host.route in route.go, whose IPv4 table is compiled
@@ -63,17 +81,17 @@
 // In the nat table a NAT target only records its request (NATTarget.apply
 // fills evalCtx.natReq). After the table, Host.bindNAT (nat.go) asks
 // conntrack for the binding ([conntrack.Table.SetupNAT]: address and port
-// choice, ranges, --random, --persistent) and Host.translate rewrites the
+// choice, ranges, --random, --persistent) and walk.translate rewrites the
 // packet. nat runs only for the first packet of a connection
-// (Host.natApplies); later packets and replies are translated from the
+// (walk.natApplies); later packets and replies are translated from the
 // connection's bindings, as the kernel's nf_nat_packet does, and ICMP
 // errors RELATED to a connection are translated without crossing nat.
 //
 // A DROP or REJECT ends the walk: Host.runHook fills [Result.Verdict] and
 // [Result.Disposition], and REJECT's reply is built by Host.rejectReply
-// (reject.go) and sent through OUTPUT and POSTROUTING by Host.sendEmitted,
-// attached to the rejected packet's connection; it lands in
-// [Result.Emitted]. [Result.Where] names the deciding rule or policy,
+// (reject.go) and sent through OUTPUT and POSTROUTING by Host.sendEmitted
+// in a walk of its own, attached to the rejected packet's connection and
+// not traced; it lands in [Result.Emitted]. [Result.Where] names the deciding rule or policy,
 // [Result.Reason] a drop outside the rules, [Result.Conn] the connection,
 // and with [Host.Tracing] on, [Result.Trace] holds every step.
 //
@@ -134,7 +152,10 @@
 //     leading space); appendList, the text of the last -L column; and
 //     either match(c *evalCtx) bool for a match, or, for a target that acts
 //     on the packet, apply(c *evalCtx) returning vContinue, vAccept or
-//     vDrop. A match with per-rule state implements stateful (a uint32:
+//     vDrop. The context gives the packet (c.pkt), the conntrack view
+//     (c.conn()), the packet's walk (c.walk: its connection, c.walk.cur)
+//     and the host (c.host: clock, sets, recent lists, explaining). A
+//     match with per-rule state implements stateful (a uint32:
 //     statistic's nth counter) or extStateful (limit's token bucket), so
 //     that compile gives each compiled rule its own.
 //

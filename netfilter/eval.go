@@ -13,13 +13,17 @@ const (
 )
 
 // evalCtx is the state of one packet crossing one table. It lives inside
-// the Host and is reused, so evaluation does not allocate.
+// the packet's walk and is reused, so evaluation does not allocate.
 type evalCtx struct {
 	pkt   *Packet
 	hook  Hook
 	table TableID
-	host  *Host
-	rule  *crule // the rule being evaluated, for per-rule state (nth)
+	// host is the host the packet walks, for its configuration and
+	// long-lived state (conntrack, sets, recent lists, clock); walk is the
+	// packet's walk, for its connection (walk.cur) and walk state.
+	host *Host
+	walk *walk
+	rule *crule // the rule being evaluated, for per-rule state (nth)
 	// matchIdx is the index of the match being evaluated in rule.
 	matchIdx int
 
@@ -49,7 +53,7 @@ type evalCtx struct {
 // conn returns the packet's connection as the conntrack matches see it.
 func (c *evalCtx) conn() *ctInfo {
 	if !c.ctReady {
-		c.host.fillCT(c)
+		c.walk.fillCT(c)
 	}
 	return &c.ct
 }

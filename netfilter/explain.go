@@ -49,10 +49,9 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	saved := h.Tracing
-	o := &explainOracle{h: h, resumable: !h.referenceEval(), arena: newProbArena(), resume: -1}
-	h.Tracing, h.explaining, h.oracle = true, true, o
-	defer func() { h.Tracing, h.explaining, h.oracle = saved, false, nil }()
+	o := &explainOracle{resumable: !h.referenceEval(), arena: newProbArena(), resume: -1}
+	h.explaining, h.oracle = true, o
+	defer func() { h.explaining, h.oracle = false, nil }()
 	// NAT port choice draws from conntrack's random source: every path
 	// starts from the same draws.
 	ctRand := *h.ctPCG
@@ -214,7 +213,6 @@ func (d explainChoice) weight() uint32 {
 // last one that took the matching branch, takes the other branch there,
 // and then the matching branch of every new draw that can match.
 type explainOracle struct {
-	h     *Host
 	arena *probArena
 	// stack holds the current path's choices; the first replay of them
 	// are replayed from the previous path. nodes[i] is the path's
@@ -353,7 +351,7 @@ func (o *explainOracle) snapshot(i int) {
 	s.tables, s.entryTaken, s.choice, s.pc = o.tables, r.entryTaken, i, r.pc
 	s.stack = append(s.stack[:0], r.stack[:r.sp]...)
 	s.ctx, s.pkt = *r.ctx, *r.ctx.pkt
-	s.trace = append(s.trace[:0], o.h.trace[r.traceStart:]...)
+	s.trace = append(s.trace[:0], r.ctx.walk.trace[r.traceStart:]...)
 	o.snaps[i] = s
 }
 
@@ -370,7 +368,7 @@ func (o *explainOracle) release(i int) {
 // runTable copies it out before the next snapshot is taken.
 func (o *explainOracle) enterTable(c *evalCtx, stack []int) *explainSnap {
 	o.tables++
-	o.run = explainPos{active: true, clean: true, stack: stack, ctx: c, entryTaken: o.pos, traceStart: len(o.h.trace)}
+	o.run = explainPos{active: true, clean: true, stack: stack, ctx: c, entryTaken: o.pos, traceStart: len(c.walk.trace)}
 	if o.resume < 0 {
 		return nil
 	}
@@ -383,7 +381,7 @@ func (o *explainOracle) enterTable(c *evalCtx, stack []int) *explainSnap {
 	o.resume = -1
 	// The choices the skipped rules would have drawn are replayed as is.
 	o.pos = s.choice
-	o.h.trace = append(o.h.trace, s.trace...)
+	c.walk.trace = append(c.walk.trace, s.trace...)
 	return s
 }
 

@@ -119,8 +119,6 @@ type Host struct {
 	routes []Route
 	rules  [2]*Ruleset // IPv4, IPv6
 	progs  [2]*program
-	ctx    evalCtx
-	res    Result // Receive's and Send's result; its Packet is walked
 	ct     *conntrack.Table
 	sets   *ipset.Registry
 	// queue is the program reading the NFQUEUE queues (SetQueueHandler).
@@ -145,20 +143,13 @@ type Host struct {
 	nfacct map[string]*Counters
 	// setRefs are the set references each family's rules hold.
 	setRefs [2][]string
-	// cur is the current packet's connection, set at the conntrack hook;
-	// notrack is set when raw's NOTRACK or CT --notrack untracked it.
-	cur     conntrack.Info
-	facts   conntrack.Facts // the packet's, for the conntrack lookup
-	notrack bool
-	// loopback is set while a locally generated packet re-enters through lo.
-	loopback bool
-	// attached is set while a generated packet (a REJECT reply) walks with
-	// the connection of the packet that caused it.
-	attached bool
 	// Tracing records every step of each packet in Result.Trace.
 	Tracing bool
-	trace   []Step
-	where   place
+	// walks[:depth] are the walks of the packets walking now: the one
+	// given to the host, then those generated while it walks (walk.go).
+	// Walks are kept for the next packets, so walking allocates nothing.
+	walks []*walk
+	depth int
 	// hookOrder is what runs at each hook (hookTables), fixed by the
 	// backend.
 	hookOrder [numHooks][]TableID
@@ -175,7 +166,6 @@ func NewHost(cfg HostConfig) *Host {
 	}
 	h.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	h.rules[0], h.rules[1] = NewRuleset(IPv4), NewRuleset(IPv6)
-	h.ctx.host = h
 	h.loRoute = Route{Iface: "lo", Type: RouteLocal}
 	for hk := range Hook(numHooks) {
 		h.hookOrder[hk] = h.hookTables(hk)

@@ -135,7 +135,7 @@ func (m *ClusterMatch) match(c *evalCtx) bool {
 	if pktType(c) == PktMulticast {
 		c.pkt.PktType = PktUnicast
 	}
-	e := c.host.cur.Entry
+	e := c.walk.cur.Entry
 	if e == nil {
 		return false
 	}

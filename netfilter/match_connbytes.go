@@ -151,7 +151,7 @@ func (m *ConnbytesMatch) appendList(b []byte, _ bool) []byte {
 }
 
 func (m *ConnbytesMatch) match(c *evalCtx) bool {
-	e := c.host.cur.Entry
+	e := c.walk.cur.Entry
 	if e == nil {
 		return false
 	}

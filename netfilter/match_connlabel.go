@@ -84,7 +84,7 @@ func (m *ConnlabelMatch) appendList(b []byte, _ bool) []byte {
 }
 
 func (m *ConnlabelMatch) match(c *evalCtx) bool {
-	e := c.host.cur.Entry
+	e := c.walk.cur.Entry
 	if e == nil {
 		return m.Invert
 	}

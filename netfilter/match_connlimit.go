@@ -154,7 +154,7 @@ func (m *ConnlimitMatch) match(c *evalCtx) bool {
 	}
 	key := netip.PrefixFrom(a, int(m.Mask)).Masked().Addr()
 	var tuple conntrack.Tuple
-	if e := c.host.cur.Entry; e != nil {
+	if e := c.walk.cur.Entry; e != nil {
 		tuple = e.Original
 	} else {
 		tuple = packetTuple(p)

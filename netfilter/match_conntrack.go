@@ -456,7 +456,7 @@ func (m *ConntrackMatch) match(c *evalCtx) bool {
 	if m.flags&^(ctfState|ctfDir|ctfStatus) == 0 {
 		return true // kube-proxy's --ctstate rules end here
 	}
-	e := c.host.cur.Entry
+	e := c.walk.cur.Entry
 	var orig, repl *conntrack.Tuple
 	var zero conntrack.Tuple
 	if !ct.tmpl {

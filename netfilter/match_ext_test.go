@@ -134,7 +134,7 @@ func extMatch(t *testing.T, h *Host, f Family, table, chain, spec string, p Pack
 	if h == nil {
 		h = NewHost(HostConfig{})
 	}
-	return m.match(&evalCtx{pkt: &p, host: h})
+	return m.match(&evalCtx{pkt: &p, host: h, walk: &walk{}})
 }
 
 // TestExtMatchSemantics covers the inputs the kernel-backed tests cannot
@@ -170,7 +170,7 @@ func TestExtMatchSemantics(t *testing.T) {
 		assert.Equal(t, want, extMatch(t, nil, IPv4, "filter", "OUTPUT", spec, sock), spec)
 	}
 	cg := lastRule(t, IPv4, "filter", "OUTPUT", "-m cgroup --path /system.slice").Matches[0]
-	cc := &evalCtx{pkt: &sock, host: NewHost(HostConfig{})}
+	cc := &evalCtx{pkt: &sock, host: NewHost(HostConfig{}), walk: &walk{}}
 	assert.Zero(t, testing.AllocsPerRun(100, func() { cg.match(cc) }), "cgroup --path allocates")
 
 	h := NewHost(HostConfig{})

@@ -167,7 +167,7 @@ func TestPktTypeKernel(t *testing.T) {
 				}
 			}
 			p := Packet{Family: IPv4, Dst: dst, In: "eth0"}
-			assert.Equal(t, []PktType{pktType(&evalCtx{pkt: &p, host: h})}, got)
+			assert.Equal(t, []PktType{pktType(&evalCtx{pkt: &p, host: h, walk: &walk{}})}, got)
 		})
 	}
 }

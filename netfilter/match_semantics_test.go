@@ -21,7 +21,7 @@ func parseMatch(t *testing.T, f Family, chain, spec string) Match {
 }
 
 func evalOn(h *Host, m Match, p Packet) bool {
-	c := &evalCtx{pkt: &p, host: h}
+	c := &evalCtx{pkt: &p, host: h, walk: &walk{}}
 	return m.match(c)
 }
 
@@ -391,7 +391,7 @@ func TestSCTPChunkSemantics(t *testing.T) {
 		assert.Equal(t, tc.want, evalOn(h, m, p), "%s %v", tc.spec, tc.chunks)
 	}
 	m := parseMatch(t, IPv4, "T", "-p sctp -m sctp ! --chunk-types any INIT")
-	c := &evalCtx{pkt: &Packet{Proto: inet.SCTP}, host: h}
+	c := &evalCtx{pkt: &Packet{Proto: inet.SCTP}, host: h, walk: &walk{}}
 	assert.False(t, m.match(c))
 	assert.True(t, c.hotdrop, "a packet without chunks is dropped as malformed")
 	m = parseMatch(t, IPv4, "T", "-p sctp --sport 5 --dport 1:10")

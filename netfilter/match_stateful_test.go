@@ -332,7 +332,7 @@ func TestSocketSemantics(t *testing.T) {
 	for _, tc := range cases {
 		m := lastRule(t, IPv4, "mangle", "PREROUTING", "-m socket "+tc.opts).Matches[0]
 		p := tc.p
-		c := &evalCtx{pkt: &p, host: h}
+		c := &evalCtx{pkt: &p, host: h, walk: &walk{}}
 		assert.Equal(t, tc.want, m.match(c), "%s to %v", tc.opts, p.DstPort)
 		assert.Equal(t, tc.mark, p.Mark, "%s mark", tc.opts)
 	}

@@ -37,8 +37,8 @@ type natRequest struct {
 // not been set up yet, and only while some rule needs conntrack
 // (otherwise nat chains are never traversed: docs/kernel-notes.md,
 // "Conntrack is off until a rule needs it").
-func (h *Host) natApplies(hk Hook) bool {
-	e := h.cur.Entry
+func (w *walk) natApplies(hk Hook) bool {
+	e := w.cur.Entry
 	if e == nil || e.Confirmed() {
 		return false
 	}
@@ -54,11 +54,11 @@ func natManip(hk Hook) conntrack.NATKind {
 	return conntrack.SNAT
 }
 
-// bindNAT records the binding chosen by the nat table at hook hk (or the
-// identity binding when no NAT target fired), as nf_nat_setup_info and
-// nf_nat_alloc_null_binding do.
-func (h *Host) bindNAT(hk Hook, p *Packet, req *natRequest) bool {
-	e := h.cur.Entry
+// bindNAT records the binding chosen by the nat table at hook hk for the
+// connection of walk w (or the identity binding when no NAT target
+// fired), as nf_nat_setup_info and nf_nat_alloc_null_binding do.
+func (h *Host) bindNAT(w *walk, hk Hook, req *natRequest) bool {
+	e, p := w.cur.Entry, w.pkt
 	k := natManip(hk)
 	if req == nil {
 		return h.ct.SetupNullNAT(e, k) == nil
@@ -103,22 +103,22 @@ func (h *Host) bindNAT(hk Hook, p *Packet, req *natRequest) bool {
 	return h.ct.SetupNAT(e, k, r) == nil
 }
 
-// translate rewrites the packet from its connection's bindings for the
-// manipulation of hook hk (kernel nf_nat_packet).
-func (h *Host) translate(hk Hook, p *Packet) {
-	e := h.cur.Entry
+// translate rewrites the walk's packet from its connection's bindings for
+// the manipulation of hook hk (kernel nf_nat_packet).
+func (w *walk) translate(hk Hook) {
+	e, p := w.cur.Entry, w.pkt
 	if e == nil {
 		return
 	}
 	k := natManip(hk)
-	addr, port, ok := e.Rewrite(k, h.cur.Dir)
+	addr, port, ok := e.Rewrite(k, w.cur.Dir)
 	if !ok {
 		return // most packets: nothing to rewrite at this hook
 	}
-	if h.cur.State == conntrack.StateRelated && conntrack.IsICMPError(p.Proto, p.ICMPType) {
+	if w.cur.State == conntrack.StateRelated && conntrack.IsICMPError(p.Proto, p.ICMPType) {
 		// An ICMP error about a NATed connection: the outer addresses and
 		// the quoted header are rewritten (nf_nat_icmp_reply_translation).
-		outer, inner, changed := e.TranslateRelated(k, h.cur.Dir, packetTuple(p), innerTuple(&p.Inner))
+		outer, inner, changed := e.TranslateRelated(k, w.cur.Dir, packetTuple(p), innerTuple(&p.Inner))
 		if changed {
 			p.Src, p.Dst = outer.Src, outer.Dst
 			in := &p.Inner

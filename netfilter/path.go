@@ -161,14 +161,18 @@ func (w *place) writeStep(s *Step) {
 	}
 }
 
-func (h *Host) decide(c *evalCtx, r *crule, action Action) {
-	h.where = place{r: r, hook: c.hook, table: c.table, action: action}
+// decide records rule r of the table being run as the deciding place.
+func (w *walk) decide(r *crule, action Action) {
+	c := &w.ctx
+	w.where = place{r: r, hook: c.hook, table: c.table, action: action}
 }
 
-func (h *Host) traceStep(c *evalCtx, r *crule, action Action) {
-	if !h.Tracing {
+// traceStep records rule r of the table being run in the walk's trace.
+func (h *Host) traceStep(w *walk, r *crule, action Action) {
+	if !w.tracing {
 		return
 	}
+	c := &w.ctx
 	s := Step{Hook: c.hook, Table: c.table, Chain: r.chain.Name, Action: action}
 	if !r.end {
 		t := r.trace()
@@ -181,7 +185,7 @@ func (h *Host) traceStep(c *evalCtx, r *crule, action Action) {
 	if !h.explaining {
 		s.Packet = c.pkt.clone()
 	}
-	h.trace = append(h.trace, s)
+	w.trace = append(w.trace, s)
 }
 
 func hookChainName(h Hook) string { return h.String() }
@@ -215,23 +219,24 @@ func (h *Host) hookTables(hk Hook) []TableID {
 	return nil
 }
 
-// runHook sends the packet through everything registered at hook hk. It
-// reports whether the packet survives.
-func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
+// runHook sends the packet of walk w through everything registered at
+// hook hk. It reports whether the packet survives.
+func (h *Host) runHook(w *walk, hk Hook) bool {
+	p, res := w.pkt, w.res
 	prog := h.progs[famIdx(p.Family)]
 	if prog == nil {
 		return true
 	}
-	c := &h.ctx
+	c := &w.ctx
 	for _, id := range h.hookOrder[hk] {
 		switch id {
 		case regTrack:
-			if !prog.conntrack || h.notrack || h.loopback || h.attached {
+			if !prog.conntrack || w.notrack || w.loopback || w.attached {
 				continue
 			}
 			var info conntrack.Info
 			var err error
-			f := &h.facts
+			f := &w.facts
 			fillFacts(f, p)
 			if h.explaining {
 				info, err = h.explainLookup(f)
@@ -240,18 +245,18 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			}
 			if err != nil {
 				res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, ReasonConntrackFull
-				h.where = place{hook: hk, action: Action{Kind: ActionConntrack}}
+				w.where = place{hook: hk, action: Action{Kind: ActionConntrack}}
 				return false
 			}
-			h.cur = info
+			w.cur = info
 			continue
 		case regConfirm:
 			// Only packets of the original direction confirm (a REJECT
 			// reply attached to a new connection does not).
-			if h.cur.Entry != nil && !h.cur.Entry.Confirmed() && h.cur.Dir == conntrack.Original && !h.explaining {
-				if err := h.ct.Confirm(h.cur.Entry); err != nil {
+			if w.cur.Entry != nil && !w.cur.Entry.Confirmed() && w.cur.Dir == conntrack.Original && !h.explaining {
+				if err := h.ct.Confirm(w.cur.Entry); err != nil {
 					res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, ReasonConntrackClash
-					h.where = place{hook: hk, action: Action{Kind: ActionConntrack}}
+					w.where = place{hook: hk, action: Action{Kind: ActionConntrack}}
 					return false
 				}
 			}
@@ -259,15 +264,15 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 		}
 		t := prog.tables[id]
 		if id == NAT {
-			if t == nil || h.cur.Entry == nil {
+			if t == nil || w.cur.Entry == nil {
 				continue
 			}
 			// ICMP errors RELATED to a connection are only translated
 			// (nf_nat_icmp_reply_translation); they never cross nat chains.
-			related := h.cur.State == conntrack.StateRelated && conntrack.IsICMPError(p.Proto, p.ICMPType)
-			if related || !h.natApplies(hk) {
-				h.translate(hk, p)
-				if hk == Output && !h.rerouteLocalnet(p, res) {
+			related := w.cur.State == conntrack.StateRelated && conntrack.IsICMPError(p.Proto, p.ICMPType)
+			if related || !w.natApplies(hk) {
+				w.translate(hk)
+				if hk == Output && !h.rerouteLocalnet(w) {
 					return false
 				}
 				continue
@@ -276,10 +281,10 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 		if t == nil || t.entry[hk] < 0 {
 			continue
 		}
-		if t.empty[hk] && id != NAT && !h.Tracing {
+		if t.empty[hk] && id != NAT && !w.tracing {
 			// An empty built-in chain (mangle on most nodes): only its
 			// policy applies, and nothing needs an evaluation context.
-			if h.policy(t, hk, id, p.Length) == vDrop {
+			if h.policy(w, t, hk, id) == vDrop {
 				res.Verdict, res.Disposition = VerdictDrop, Dropped
 				return false
 			}
@@ -289,18 +294,18 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 		// it (ct, natReq) is only read once set.
 		c.pkt, c.hook, c.table, c.rule, c.matchIdx = p, hk, id, nil, 0
 		c.hotdrop, c.rejected, c.reject, c.notrack, c.tmpl, c.ctReady, c.nat = false, false, 0, false, false, false, nil
-		if h.Tracing && !h.explaining {
-			h.trace = append(h.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: Action{Kind: ActionEnter}, Packet: p.clone()})
+		if w.tracing && !h.explaining {
+			w.trace = append(w.trace, Step{Hook: hk, Table: id, Chain: hk.String(), Action: Action{Kind: ActionEnter}, Packet: p.clone()})
 		}
-		v := h.runTable(t, c)
+		v := h.runTable(w, t)
 		if id == Raw && c.notrack {
-			h.notrack = true
+			w.notrack = true
 		}
 		if id == NAT && v != vDrop {
-			if !h.bindNAT(hk, p, c.nat) {
+			if !h.bindNAT(w, hk, c.nat) {
 				v = vDrop
 			} else {
-				h.translate(hk, p)
+				w.translate(hk)
 			}
 		}
 		if v == vDrop {
@@ -309,17 +314,17 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 			if c.rejected {
 				res.Verdict, res.Disposition = VerdictReject, Rejected
 				if c.reject == RejectTCPReset && !h.explaining {
-					h.ct.SetClosing(h.cur.Entry)
+					h.ct.SetClosing(w.cur.Entry)
 				}
 				if e, ok := h.rejectReply(p, c.reject); ok {
-					if out, ok := h.sendEmitted(e); ok {
+					if out, ok := h.sendEmitted(w, e); ok {
 						res.Emitted = append(res.Emitted, out)
 					}
 				}
 			}
 			return false
 		}
-		if id == NAT && hk == Output && !h.rerouteLocalnet(p, res) {
+		if id == NAT && hk == Output && !h.rerouteLocalnet(w) {
 			return false
 		}
 	}
@@ -332,7 +337,8 @@ func (h *Host) runHook(hk Hook, p *Packet, res *Result) bool {
 // localhost NodePort DNATed to a pod is dropped here, before filter OUTPUT
 // (the sender's sendto fails with EINVAL). It reports whether the packet
 // survives.
-func (h *Host) rerouteLocalnet(p *Packet, res *Result) bool {
+func (h *Host) rerouteLocalnet(w *walk) bool {
+	p, res := w.pkt, w.res
 	if !h.localnetRefused(p.Src) {
 		return true
 	}
@@ -340,7 +346,7 @@ func (h *Host) rerouteLocalnet(p *Packet, res *Result) bool {
 		return true
 	}
 	res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reasonInvalidSource
-	h.where = place{hook: Output, table: NAT, action: Action{Kind: ActionRoute}}
+	w.where = place{hook: Output, table: NAT, action: Action{Kind: ActionRoute}}
 	return false
 }
 
@@ -373,8 +379,8 @@ func (h *Host) martian(p *Packet) Reason {
 }
 
 // fillCT describes the packet's connection for the conntrack matches.
-func (h *Host) fillCT(c *evalCtx) {
-	c.ct, c.ctReady = ctInfo{untracked: h.notrack || c.notrack}, true
+func (w *walk) fillCT(c *evalCtx) {
+	c.ct, c.ctReady = ctInfo{untracked: w.notrack || c.notrack}, true
 	if c.tmpl {
 		// The template of CT --zone/--ctevents: a connection in the
 		// original direction, NEW, with the confirmed bit set so that it is
@@ -383,16 +389,16 @@ func (h *Host) fillCT(c *evalCtx) {
 		c.ct.status, c.ct.mark = conntrack.StatusConfirmed, c.tmplMark
 		return
 	}
-	e := h.cur.Entry
+	e := w.cur.Entry
 	if e == nil {
 		return
 	}
 	ct := &c.ct
 	ct.tracked = true
-	ct.reply = h.cur.Dir == conntrack.Reply
-	switch h.cur.State {
+	ct.reply = w.cur.Dir == conntrack.Reply
+	switch w.cur.State {
 	case conntrack.StateNew, conntrack.StateEstablished, conntrack.StateRelated:
-		ct.state = stateBit(h.cur.State)
+		ct.state = stateBit(w.cur.State)
 	}
 	if e.NATed(conntrack.SNAT) {
 		ct.state |= natStateBit(conntrack.SNAT)
@@ -411,7 +417,7 @@ func (c *evalCtx) setCTMark(v uint32) {
 		c.tmplMark, c.ct.mark = v, v
 		return
 	}
-	if e := c.host.cur.Entry; e != nil {
+	if e := c.walk.cur.Entry; e != nil {
 		c.conn() // the mark read so far, before it changes
 		if !c.host.explaining || !e.Confirmed() {
 			e.Mark = v
@@ -484,23 +490,13 @@ func innerTuple(in *InnerHeader) conntrack.Tuple {
 // (an unset Family is taken from them), or fields belong to another
 // protocol (ports on ICMP, TCPFlags on UDP). TCP, UDP and ICMP build
 // packets with sane defaults.
-func (h *Host) Receive(iface string, p Packet) Result {
-	res := &h.res
-	res.Emitted = nil // the caller keeps the returned slice
-	h.receive(res, iface, &p)
-	return *res
-}
+func (h *Host) Receive(iface string, p Packet) Result { return *h.receive(nil, iface, &p) }
 
 // Send sends a packet from a local process: routing, OUTPUT, rerouting and
 // POSTROUTING. An unset source address is chosen like the kernel does, from
 // the output interface. A packet with contradictory fields is refused as
 // Receive describes.
-func (h *Host) Send(p Packet) Result {
-	res := &h.res
-	res.Emitted = nil
-	h.send(res, &p)
-	return *res
-}
+func (h *Host) Send(p Packet) Result { return *h.send(nil, &p) }
 
 // ReceiveTo is Receive writing the result into res, for loops that send
 // many packets: it copies the packet once and the result not at all, where
@@ -513,28 +509,38 @@ func (h *Host) ReceiveTo(res *Result, iface string, p *Packet) { h.receive(res, 
 // SendTo is Send writing the result into res, as ReceiveTo does.
 func (h *Host) SendTo(res *Result, p *Packet) { h.send(res, p) }
 
-// receive and send write the result into res, which must not move while
-// the packet walks: evaluation keeps pointers to res.Packet, the packet
-// being walked. Receive and Send use the host's own Result; Explain reuses
-// its slots.
-func (h *Host) receive(res *Result, iface string, p *Packet) {
+// receive and send walk a copy of *p in a walk of their own, writing the
+// result into res, or into the walk's own Result when res is nil (Receive
+// and Send, which copy it out; Explain passes its slots), and return the
+// result. It must not move while the packet walks: evaluation keeps
+// pointers to its Packet, the packet being walked. They stay out of
+// Receive and Send so that those are inlined, and the result copied once.
+func (h *Host) receive(res *Result, iface string, p *Packet) *Result {
+	w := h.beginWalk(res)
+	res = w.res
 	res.Packet = *p
 	res.Packet.In, res.Packet.Out = iface, ""
 	if err := h.admit(&res.Packet, iface); err != nil {
 		refuse(res, err)
-		return
+	} else {
+		h.walk(w, false)
 	}
-	h.walk(res, false)
+	h.endWalk()
+	return res
 }
 
-func (h *Host) send(res *Result, p *Packet) {
+func (h *Host) send(res *Result, p *Packet) *Result {
+	w := h.beginWalk(res)
+	res = w.res
 	res.Packet = *p
 	res.Packet.In = ""
 	if err := res.Packet.check(true); err != nil {
 		refuse(res, err)
-		return
+	} else {
+		h.walk(w, true)
 	}
-	h.walk(res, true)
+	h.endWalk()
+	return res
 }
 
 // admit checks a received packet: its interface and its fields.
@@ -551,43 +557,46 @@ func refuse(res *Result, err error) {
 	res.Where, res.Emitted, res.Trace, res.Conn = Step{}, nil, nil, nil
 }
 
-// walk sends res.Packet through the host and writes what happened into
-// the other fields of res.
-func (h *Host) walk(res *Result, local bool) {
-	h.trace = h.trace[:0]
-	h.where = place{}
-	h.cur, h.notrack, h.loopback, h.attached = conntrack.Info{}, false, false, false
+// walk sends w.res.Packet through the host and writes what happened into
+// the other fields of w.res.
+func (h *Host) walk(w *walk, local bool) {
+	w.trace = w.trace[:0]
+	w.where = place{}
+	// Explain's outcomes list their paths' steps whatever Tracing says.
+	w.cur, w.notrack, w.loopback, w.attached, w.tracing = conntrack.Info{}, false, false, false, h.Tracing || h.explaining
+	res := w.res
 	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, NoReason, nil, nil, nil
 	res.Emitted = res.Emitted[:0]
-	p := &res.Packet
+	p := w.pkt
 	if p.FragOffset != 0 && h.defragging(p.Family) {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Held, reasonHeld
 	} else {
-		h.walkHooks(res, p, local)
+		h.walkHooks(w, local)
 	}
-	h.where.writeStep(&res.Where)
-	if e := h.cur.Entry; e != nil && e.Confirmed() {
+	w.where.writeStep(&res.Where)
+	if e := w.cur.Entry; e != nil && e.Confirmed() {
 		res.Conn = e
 	}
-	if h.Tracing {
-		res.Trace = h.traceCopy()
+	if w.tracing {
+		res.Trace = h.traceCopy(w.trace)
 	}
 	if len(res.Emitted) == 0 {
 		res.Emitted = nil
 	}
 }
 
-// traceCopy returns the walk's steps in a slice of their own.
-func (h *Host) traceCopy() []Step {
+// traceCopy returns a walk's steps in a slice of their own.
+func (h *Host) traceCopy(t []Step) []Step {
 	if o := h.oracle; o != nil {
-		return o.traceCopy(h.trace)
+		return o.traceCopy(t)
 	}
-	return append([]Step(nil), h.trace...)
+	return append([]Step(nil), t...)
 }
 
 // walkHooks is the packet's way through the hooks; it stops where the
 // packet does.
-func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
+func (h *Host) walkHooks(w *walk, local bool) {
+	p, res := w.pkt, w.res
 	if local {
 		out := h.route(p.Dst)
 		reason := routeFailure(out)
@@ -596,20 +605,20 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 		}
 		if reason != NoReason {
 			res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-			h.where = place{hook: Output, action: Action{Kind: ActionRoute}}
+			w.where = place{hook: Output, action: Action{Kind: ActionRoute}}
 			return
 		}
 		p.Out = out.Iface
 		if !p.Src.IsValid() {
 			p.Src = h.sourceFor(out, p.Dst)
 		}
-		if !h.runHook(Output, p, res) {
+		if !h.runHook(w, Output) {
 			return
 		}
 		if out2 := h.route(p.Dst); out2 != nil {
 			p.Out = out2.Iface // DNAT or a mark may have changed the route
 		}
-		if !h.runHook(Postrouting, p, res) {
+		if !h.runHook(w, Postrouting) {
 			return
 		}
 		if h.isLocal(p.Dst) {
@@ -617,8 +626,8 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 			// INPUT on "lo". The packet keeps its connection, so conntrack
 			// does not look it up again and nat does not run again.
 			p.In, p.Out = "lo", ""
-			h.loopback = true
-			if !h.runHook(Prerouting, p, res) || !h.runHook(Input, p, res) {
+			w.loopback = true
+			if !h.runHook(w, Prerouting) || !h.runHook(w, Input) {
 				return
 			}
 			res.Disposition = Delivered
@@ -627,17 +636,17 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 		res.Disposition = Sent
 		return
 	}
-	if !h.runHook(Prerouting, p, res) {
+	if !h.runHook(w, Prerouting) {
 		return
 	}
 	if reason := h.martian(p); reason != NoReason {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-		h.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
+		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
 	}
 	out := h.route(p.Dst)
 	if out != nil && out.Type == RouteLocal {
-		if !h.runHook(Input, p, res) {
+		if !h.runHook(w, Input) {
 			return
 		}
 		res.Disposition = Delivered
@@ -653,80 +662,74 @@ func (h *Host) walkHooks(res *Result, p *Packet, local bool) {
 	}
 	if reason != NoReason {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-		h.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
+		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
 	}
 	p.Out = out.Iface
 	p.TTL--
-	if !h.runHook(Forward, p, res) {
+	if !h.runHook(w, Forward) {
 		return
 	}
-	if !h.runHook(Postrouting, p, res) {
+	if !h.runHook(w, Postrouting) {
 		return
 	}
 	res.Disposition = Forwarded
 }
 
-// sendEmitted sends a packet netfilter generated (a REJECT reply) out the
-// way the kernel does (nf_send_reset, icmp_send): through OUTPUT and
-// POSTROUTING, attached to the offending packet's connection as RELATED
-// (nf_ct_attach), so it is counted there and NATed as a reply; one to a
-// local address then crosses PREROUTING and INPUT on lo. It returns the
-// packet as it leaves (or, back through lo, as it is delivered), or false
-// when a rule dropped it or no route leads back. The offending packet's
-// walk state is kept.
-func (h *Host) sendEmitted(r Packet) (Packet, bool) {
-	saved := struct {
-		cur                         conntrack.Info
-		notrack, loopback, attached bool
-		where                       place
-		trace                       int
-	}{h.cur, h.notrack, h.loopback, h.attached, h.where, len(h.trace)}
-	defer func() {
-		h.cur, h.notrack, h.loopback, h.attached, h.where = saved.cur, saved.notrack, saved.loopback, saved.attached, saved.where
-		// The kernel does not trace generated packets (they do not
-		// inherit nftrace); neither does the walk.
-		h.trace = h.trace[:saved.trace]
-	}()
-	// The reply is a new local packet, even when the packet it answers
-	// came in through lo: without a connection to attach to, conntrack
-	// looks it up in OUTPUT.
-	h.loopback = false
-	if h.cur.Entry != nil {
-		dir := conntrack.Reply
-		if h.cur.Dir == conntrack.Reply {
-			dir = conntrack.Original
-		}
-		h.cur = conntrack.Info{Entry: h.cur.Entry, Dir: dir, State: conntrack.StateRelated}
-		// nf_ct_attach needs the offending packet's conntrack; an INVALID
-		// one has none (nf_conntrack_in cleared it), so its reply is
-		// looked up like any local packet: a reset can close the entry.
-		h.attached = true
-	}
+// sendEmitted sends a packet netfilter generated while walking w (a REJECT
+// reply) out the way the kernel does (nf_send_reset, icmp_send): through
+// OUTPUT and POSTROUTING, attached to the offending packet's connection as
+// RELATED (nf_ct_attach), so it is counted there and NATed as a reply; one
+// to a local address then crosses PREROUTING and INPUT on lo. It returns
+// the packet as it leaves (or, back through lo, as it is delivered), or
+// false when a rule dropped it or no route leads back. The packet walks
+// in a walk of its own, so w is left as it was.
+func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	out := h.route(r.Dst)
 	if routeFailure(out) != NoReason {
 		return Packet{}, false
 	}
-	r.In, r.Out = "", out.Iface
-	var res Result
-	if !h.runHook(Output, &r, &res) {
+	g := h.beginWalk(nil)
+	defer h.endWalk()
+	p := g.pkt
+	*p = r
+	p.In, p.Out = "", out.Iface
+	// The reply is a new local packet, even when the packet it answers
+	// came in through lo: without a connection to attach to, conntrack
+	// looks it up in OUTPUT. It inherits the offending packet's notrack.
+	// The kernel does not trace generated packets (they do not inherit
+	// nftrace); neither does the walk.
+	g.cur, g.notrack, g.loopback, g.attached, g.tracing = conntrack.Info{}, w.notrack, false, false, false
+	g.trace, g.where = g.trace[:0], place{}
+	if e := w.cur.Entry; e != nil {
+		dir := conntrack.Reply
+		if w.cur.Dir == conntrack.Reply {
+			dir = conntrack.Original
+		}
+		g.cur = conntrack.Info{Entry: e, Dir: dir, State: conntrack.StateRelated}
+		// nf_ct_attach needs the offending packet's conntrack; an INVALID
+		// one has none (nf_conntrack_in cleared it), so its reply is
+		// looked up like any local packet: a reset can close the entry.
+		g.attached = true
+	}
+	if !h.runHook(g, Output) {
 		return Packet{}, false
 	}
-	if out2 := h.route(r.Dst); out2 != nil {
-		r.Out = out2.Iface
+	if out2 := h.route(p.Dst); out2 != nil {
+		p.Out = out2.Iface
 	}
-	if !h.runHook(Postrouting, &r, &res) {
+	if !h.runHook(g, Postrouting) {
 		return Packet{}, false
 	}
 	if out.Type == RouteLocal {
 		// The reply to a packet the host sent itself comes back in
 		// through lo, keeping its connection, as any local packet to a
 		// local address does (docs/kernel-notes.md).
-		r.In, r.Out = "lo", ""
-		h.loopback = true
-		if !h.runHook(Prerouting, &r, &res) || !h.runHook(Input, &r, &res) {
+		p.In, p.Out = "lo", ""
+		g.loopback = true
+		if !h.runHook(g, Prerouting) || !h.runHook(g, Input) {
 			return Packet{}, false
 		}
 	}
-	return r, true
+	return *p, true
 }

@@ -1,8 +1,10 @@
 package netfilter
 
-// runTable sends the packet in c through table t at hook c.hook and
+// runTable sends the packet of walk w through table t, in the walk's
+// evaluation context (set up for the table and hook by runHook), and
 // returns the table's verdict: vAccept or vDrop.
-func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
+func (h *Host) runTable(w *walk, t *ctable) verdict {
+	c := &w.ctx
 	pc := t.entry[c.hook]
 	if pc < 0 {
 		return vAccept
@@ -32,11 +34,11 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 			if r.chain.builtin || sp == 0 {
 				// A built-in chain's end, or a user chain reached by goto
 				// from it: the built-in policy decides.
-				if h.Tracing {
+				if w.tracing {
 					base := &t.rules[t.baseEnd[c.hook]]
-					h.traceStep(c, base, policyAction(base.policy))
+					h.traceStep(w, base, policyAction(base.policy))
 				}
-				return h.policy(t, c.hook, c.table, p.Length)
+				return h.policy(w, t, c.hook, c.table)
 			}
 			sp--
 			pc = stack[sp]
@@ -47,7 +49,7 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 		}
 		if !r.matchIP(p) || (len(r.matches) > 0 && !h.runMatches(r, c)) {
 			if c.hotdrop {
-				h.decide(c, r, Action{Kind: ActionDrop})
+				w.decide(r, Action{Kind: ActionDrop})
 				return vDrop
 			}
 			pc++
@@ -67,22 +69,22 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 		}
 		switch kind {
 		case vContinue:
-			h.traceStep(c, r, Action{Kind: ActionContinue})
+			h.traceStep(w, r, Action{Kind: ActionContinue})
 			pc++
 		case vAccept:
-			h.traceStep(c, r, Action{Kind: ActionAccept})
-			h.decide(c, r, Action{Kind: ActionAccept})
+			h.traceStep(w, r, Action{Kind: ActionAccept})
+			w.decide(r, Action{Kind: ActionAccept})
 			return vAccept
 		case vDrop:
 			action := Action{Kind: ActionDrop}
 			if c.rejected {
 				action.Kind = ActionReject
 			}
-			h.traceStep(c, r, action)
-			h.decide(c, r, action)
+			h.traceStep(w, r, action)
+			w.decide(r, action)
 			return vDrop
 		case vReturn:
-			h.traceStep(c, r, Action{Kind: ActionReturn})
+			h.traceStep(w, r, Action{Kind: ActionReturn})
 			if sp == 0 {
 				// RETURN from a built-in chain, or from a user chain
 				// entered by goto from it, applies the policy.
@@ -92,30 +94,30 @@ func (h *Host) runTable(t *ctable, c *evalCtx) verdict {
 			sp--
 			pc = stack[sp]
 		case vJump:
-			if h.Tracing {
-				h.traceStep(c, r, r.jumpAction())
+			if w.tracing {
+				h.traceStep(w, r, r.jumpAction())
 			}
 			stack[sp] = pc + 1
 			sp++
 			pc = int(r.jump)
 		case vGoto:
-			if h.Tracing {
-				h.traceStep(c, r, r.jumpAction())
+			if w.tracing {
+				h.traceStep(w, r, r.jumpAction())
 			}
 			pc = int(r.jump)
 		}
 	}
 }
 
-// policy applies the policy of table t's built-in chain at hook hk to a
-// packet of the given length: it counts it and decides.
-func (h *Host) policy(t *ctable, hk Hook, id TableID, length int) verdict {
+// policy applies the policy of table t's built-in chain at hook hk to the
+// packet of walk w: it counts it and decides.
+func (h *Host) policy(w *walk, t *ctable, hk Hook, id TableID) verdict {
 	base := &t.rules[t.baseEnd[hk]]
 	if !h.explaining {
 		base.chain.Counters.Packets++
-		base.chain.Counters.Bytes += uint64(length)
+		base.chain.Counters.Bytes += uint64(w.pkt.Length)
 	}
-	h.where = place{r: base, hook: hk, table: id, action: policyAction(base.policy)}
+	w.where = place{r: base, hook: hk, table: id, action: policyAction(base.policy)}
 	if base.policy == PolicyDrop {
 		return vDrop
 	}

@@ -196,8 +196,8 @@ func (t *CTTarget) apply(c *evalCtx) verdict {
 // hasConntrack reports whether the packet already carries a conntrack in
 // raw: the kernel's skb->_nfct is set.
 func (c *evalCtx) hasConntrack() bool {
-	h := c.host
-	return c.notrack || c.tmpl || h.notrack || h.cur.Entry != nil
+	w := c.walk
+	return c.notrack || c.tmpl || w.notrack || w.cur.Entry != nil
 }
 
 func (t *NotrackTarget) set(*ruleCtx, string, bool, []string) error { return nil }

@@ -38,7 +38,7 @@ func TestMarkTargetApply(t *testing.T) {
 
 func TestConnmarkTargetApply(t *testing.T) {
 	ct := func(mark uint32) *evalCtx {
-		return &evalCtx{pkt: &Packet{}, ct: ctInfo{tracked: true, mark: mark}, ctReady: true, host: NewHost(HostConfig{})}
+		return &evalCtx{pkt: &Packet{}, ct: ctInfo{tracked: true, mark: mark}, ctReady: true, host: NewHost(HostConfig{}), walk: &walk{}}
 	}
 	// Without a conntrack entry in the host, setCTMark cannot store; the
 	// pure arithmetic is checked on RESTORE and through the mark it reads.
@@ -236,11 +236,11 @@ func TestNATTargetRequest(t *testing.T) {
 
 func TestNotrackTargets(t *testing.T) {
 	for _, tg := range []applier{&NotrackTarget{}, &CTTarget{NoTrack: true}} {
-		c := &evalCtx{host: NewHost(HostConfig{})}
+		c := &evalCtx{host: NewHost(HostConfig{}), walk: &walk{}}
 		assert.Equal(t, vContinue, tg.apply(c))
 		assert.True(t, c.notrack)
 	}
-	c := &evalCtx{host: NewHost(HostConfig{})}
+	c := &evalCtx{host: NewHost(HostConfig{}), walk: &walk{}}
 	(&CTTarget{Zone: 3}).apply(c)
 	assert.False(t, c.notrack)
 	assert.True(t, c.tmpl, "CT --zone attaches a template")
@@ -250,7 +250,7 @@ func TestNotrackTargets(t *testing.T) {
 
 func TestContinueTargets(t *testing.T) {
 	for _, tg := range []applier{&LogTarget{Level: 4}, &NFLOGTarget{}, &TraceTarget{}, &SetTarget{Add: SetRef{Name: "S", Dirs: []bool{true}}}} {
-		c := &evalCtx{pkt: &Packet{Mark: 1}, host: NewHost(HostConfig{})}
+		c := &evalCtx{pkt: &Packet{Mark: 1}, host: NewHost(HostConfig{}), walk: &walk{}}
 		assert.Equal(t, vContinue, tg.apply(c))
 		assert.Equal(t, uint32(1), c.pkt.Mark)
 	}
