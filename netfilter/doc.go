@@ -21,8 +21,8 @@
 // a walk value (walk.go): the packet and the Result it fills, its
 // connection and conntrack facts, the notrack, loopback and attached
 // flags, its trace and deciding place, and the evaluation context of the
-// table being run, which points back to it (evalCtx.walk) and to the host
-// (evalCtx.host). The functions of the path take the walk (Host.walk,
+// table being run (evalCtx, evalctx.go), which points back to it
+// (evalCtx.walk) and to the host (evalCtx.host). The functions of the path take the walk (Host.walk,
 // Host.runHook, Host.runTable, Host.bindNAT, walk.translate), so a
 // packet's way reads from their signatures. The Host keeps a small stack
 // of walk values (Host.beginWalk, Host.endWalk), reused from packet to
@@ -34,7 +34,7 @@
 //
 // [Host.Receive] (a packet arriving on an interface), [Host.Send] (a packet
 // from a local process) and their allocation-free forms [Host.ReceiveTo] and
-// [Host.SendTo] all end in Host.walk (path.go), which resets the walk's
+// [Host.SendTo] all end in Host.walk (hooks.go), which resets the walk's
 // per-packet state and calls Host.walkHooks:
 //
 //   - Received: PREROUTING, then the routing decision (Host.martian for
@@ -62,20 +62,22 @@
 // The conntrack lookup is
 // [conntrack.Table.Track], done only when some loaded rule needs conntrack
 // (program.conntrack, set by needsConntrack in compile.go); the
-// confirmation is [conntrack.Table.Confirm].
+// confirmation is [conntrack.Table.Confirm]. What conntrack is told of a
+// packet (fillFacts) and what the conntrack matches see of its connection
+// (walk.fillCT) are built in ctview.go.
 //
-// A table runs in Host.runTable (run.go) over its compiled form: one flat
-// array of compiled rules (crule, compile.go) per table, each built-in and
-// user chain a run of rules ending in an end marker, jumps resolved to
-// array indexes, a return stack for -j, none for -g. For each rule,
-// crule.matchIP checks the IP header part (-s, -d, -i, -o, -p, -f), then
-// Host.runMatches calls each [Match]'s match method in order; a rule that
-// matches is counted, and its target either decides (ACCEPT, DROP, RETURN,
-// jump, goto: the kind the compiler stored) or acts through its apply
-// method (MARK, CONNMARK, NAT targets, REJECT, SET, CT...) and returns a
-// verdict. Runs of rules that test only destination, protocol and port
-// (KUBE-SERVICES) are indexed (compile_index.go), so a packet skips the
-// rules that cannot match; the linear walk stays as the reference in a
+// A table runs in Host.runTable (interpreter.go) over its compiled form:
+// one flat array of compiled rules (crule, compile.go) per table, each
+// built-in and user chain a run of rules ending in an end marker, jumps
+// resolved to array indexes, a return stack for -j, none for -g. For each
+// rule, crule.matchIP checks the IP header part (-s, -d, -i, -o, -p, -f),
+// then Host.runMatches calls each [Match]'s match method in order; a rule
+// that matches is counted, and its target either decides (ACCEPT, DROP,
+// RETURN, jump, goto: the kind the compiler stored) or acts through its
+// apply method (MARK, CONNMARK, NAT targets, REJECT, SET, CT...) and
+// returns a verdict. Runs of rules that test only destination, protocol and
+// port (KUBE-SERVICES) are indexed (compile_index.go), so a packet skips
+// the rules that cannot match; the linear walk stays as the reference in a
 // property test.
 //
 // In the nat table a NAT target only records its request (NATTarget.apply
@@ -93,7 +95,8 @@
 // in a walk of its own, attached to the rejected packet's connection and
 // not traced; it lands in [Result.Emitted]. [Result.Where] names the deciding rule or policy,
 // [Result.Reason] a drop outside the rules, [Result.Conn] the connection,
-// and with [Host.Tracing] on, [Result.Trace] holds every step.
+// and with [Host.Tracing] on, [Result.Trace] holds every step (result.go:
+// Result, Step, Verdict, Disposition and the recording of the deciding place).
 //
 // [Host.Explain] runs the same walk under an oracle (explain.go) that, at
 // each statistic --mode random match, follows both branches and weighs them
@@ -103,6 +106,10 @@
 // refragmentation).
 //
 // # From text to a loaded ruleset
+//
+// The vocabulary of a ruleset, [Family], [TableID], [Hook], [Policy] and
+// [Backend], with which tables have which built-in chains, is in
+// tables_hooks.go.
 //
 // iptables-restore input goes through [Ruleset.Restore] (restore.go), or
 // [ParseRestore] for a new ruleset, or [Host.Restore] for a host's own:
@@ -145,8 +152,10 @@
 //   - A builder: set is called once per option with its arguments and
 //     inversion, and checks and stores them; done checks the option set
 //     as a whole (required options, exclusions) and returns the Match or
-//     Target. Errors say what was given and what was expected (badValue
-//     in errors.go, mustSpecify).
+//     Target. Numbers and VALUE/MASK are read as iptables reads them by
+//     the shared helpers of parse_value.go (parseCUint, parseMarkArg);
+//     addresses by addrparse.go. Errors say what was given and what was
+//     expected (badValue and mustSpecify in errors.go).
 //   - The methods: Module or Name; appendSave, which prints the options as
 //     iptables-save does (after " -m NAME" or " -j NAME", each with a
 //     leading space); appendList, the text of the last -L column; and

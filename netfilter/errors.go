@@ -2,9 +2,11 @@ package netfilter
 
 import (
 	"errors"
-	"github.com/packetwalk/packetwalk/inet"
+	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Sentinel errors wrapped by parse, load and command errors; test them with
@@ -120,4 +122,9 @@ func (e *optError) Unwrap() error {
 
 func badValue(module, option, value, want string) error {
 	return &optError{module: module, option: option, value: value, want: want}
+}
+
+// mustSpecify is the error for a module whose mandatory option is missing.
+func mustSpecify(mod, opt string) error {
+	return fmt.Errorf("%w: %s: option %q must be specified", ErrMissingArgument, mod, opt)
 }
