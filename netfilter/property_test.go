@@ -235,9 +235,6 @@ func TestPropertyKernelAgrees(t *testing.T) {
 		in := gen.Example(seed)
 		rs, ourErr := ParseRestore(IPv4, []byte(in))
 		kernelErr := ns.Restore(in, "-c")
-		if ourErr != nil && notYetSupported(ourErr) {
-			continue
-		}
 		if (ourErr == nil) != (kernelErr == nil) {
 			t.Fatalf("seed %d: packetwalk error %v, kernel error %v\ninput:\n%s", seed, ourErr, kernelErr, in)
 		}
