@@ -33,11 +33,11 @@ func assertSameCounters(t *testing.T, h *Host, f Family, kc kerneltest.Counters)
 	}
 }
 
-// TestCTTargetStateKernel sends a UDP packet received on eth0 and one sent
+// TestKernelCTTargetState sends a UDP packet received on eth0 and one sent
 // by the node to itself (through lo) through the kernel and through a
 // Host, with the ctstate rules of ctTargetRules, and compares every
 // counter: what CT, NOTRACK and CONNMARK do is seen by the next rule.
-func TestCTTargetStateKernel(t *testing.T) {
+func TestKernelCTTargetState(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-ctst"})
 	cfg := lab.Config()

@@ -81,7 +81,7 @@ func ruleHits(t *testing.T, h *Host, f Family, table TableID, chain string) []ui
 	return out
 }
 
-// TestCTTargetStateSeenByNextRule pins what TestCTTargetStateKernel
+// TestCTTargetStateSeenByNextRule pins what TestKernelCTTargetState
 // recorded from the kernel: NOTRACK and CT --notrack make the very next
 // rule see UNTRACKED, a CT template makes it see a NEW connection with
 // zero tuples, status CONFIRMED and a settable connmark, and a packet that

@@ -13,7 +13,7 @@ import (
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
-// TestDefragKernel sends the same IPv4 fragments of a 1408-byte UDP
+// TestKernelDefrag sends the same IPv4 fragments of a 1408-byte UDP
 // datagram through the kernel lab's node and through a FrameHost, with a
 // stateless ruleset (fragments cross the hooks one by one; -f matches the
 // later ones) and with a DNAT + MASQUERADE ruleset (conntrack reassembles
@@ -21,8 +21,8 @@ import (
 // datagram leaves cut along the fragments received, in offset order,
 // without DF). Counters (iptables-save -c) and the frames reaching the
 // server are compared; Ethernet addresses are masked as in
-// TestFrameHostKernel.
-func TestDefragKernel(t *testing.T) {
+// TestKernelFrameHost.
+func TestKernelDefrag(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-df"})
 	cfg := lab.Config()
@@ -120,14 +120,14 @@ func ipFrame6(t *testing.T, f []byte) []byte {
 	return f[:n]
 }
 
-// TestDefragKernel6 is TestDefragKernel for IPv6: the same 1408-byte UDP
+// TestKernelDefrag6 is TestKernelDefrag for IPv6: the same 1408-byte UDP
 // datagram (fd00:10::2 -> fd00:244::5) cut into 400/800/208-byte fragments
 // with fragment headers, through ip6tables rulesets without and with
 // conntrack (nf_defrag_ipv6 reassembles before raw PREROUTING), sent in
 // order and out of order. Counters (ip6tables-save -c) and the frames
 // reaching the server are compared byte for byte past the Ethernet
 // addresses.
-func TestDefragKernel6(t *testing.T) {
+func TestKernelDefrag6(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-df6"})
 	cfg := lab.Config()

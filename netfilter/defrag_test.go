@@ -332,7 +332,7 @@ func FuzzDefrag(f *testing.F) {
 // TestRefragmentOptions: the reassembled packet leaves with its IPv4
 // options in the first fragment only; later fragments keep the header
 // length but carry NOPs where options without the copied flag were
-// (ip_options_fragment; TestDefragKernel's conntrack-ip-options case).
+// (ip_options_fragment; TestKernelDefrag's conntrack-ip-options case).
 func TestRefragmentOptions(t *testing.T) {
 	fh := dnatHost(t)
 	whole := withIPv4Options(udpDatagram4(t, "10.96.0.10", 53, 1400), labOptions)

@@ -13,7 +13,7 @@ import (
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
-// TestFrameHostKernel injects the same Ethernet frames into the kernel
+// TestKernelFrameHost injects the same Ethernet frames into the kernel
 // lab's node (eth0 192.168.10.1/24 facing the client, eth1 10.244.1.1/24
 // facing the server) and into a FrameHost built with the same interfaces,
 // and compares the frames that leave byte for byte.
@@ -37,7 +37,7 @@ import (
 //   - Ethernet padding after the IP packet: the kernel trims it on receive
 //     and a veth never adds it, so frames are compared up to 14 + the IP
 //     total length; the lengths themselves are compared.
-func TestFrameHostKernel(t *testing.T) {
+func TestKernelFrameHost(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-fk"})
 	cfg := lab.Config()

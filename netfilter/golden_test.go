@@ -148,9 +148,9 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestGoldenKernel re-records every corpus with the real tools and compares
+// TestKernelGolden re-records every corpus with the real tools and compares
 // the outputs with the committed fixtures, so they cannot go stale.
-func TestGoldenKernel(t *testing.T) {
+func TestKernelGolden(t *testing.T) {
 	kerneltest.Require(t)
 	for _, tool := range []string{"bash", "ip6tables-restore", "ip6tables-save", "ip6tables"} {
 		_, err := exec.LookPath(tool)

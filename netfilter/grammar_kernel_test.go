@@ -74,7 +74,7 @@ func grammarMatches(t *testing.T, f Family, specs []string, p Packet) []bool {
 
 // grammarMatchPackets are the packets both tests send, with the specs
 // (by index in grammarMatchSpecs) the kernel matched, as
-// TestGrammarMatchKernel recorded it.
+// TestKernelGrammarMatch recorded it.
 var grammarMatchPackets = map[Family][]struct {
 	src, dst     string
 	sport, dport uint16
@@ -120,9 +120,9 @@ func TestGrammarMatchUnit(t *testing.T) {
 	}
 }
 
-// TestGrammarMatchKernel sends packets through the specs in a real
+// TestKernelGrammarMatch sends packets through the specs in a real
 // namespace and compares which rules the kernel counted with packetwalk.
-func TestGrammarMatchKernel(t *testing.T) {
+func TestKernelGrammarMatch(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-gm"})
 	for _, f := range []Family{IPv4, IPv6} {

@@ -119,9 +119,9 @@ func TestGrammar(t *testing.T) {
 	require.NotZero(t, n)
 }
 
-// TestGrammarKernel re-records every grammar case with the real tools and
+// TestKernelGrammarFixtures re-records every grammar case with the real tools and
 // compares the result with the committed fixtures.
-func TestGrammarKernel(t *testing.T) {
+func TestKernelGrammarFixtures(t *testing.T) {
 	kerneltest.Require(t)
 	for _, tool := range []string{"bash", "iptables-restore", "ip6tables-restore", "ipset"} {
 		_, err := exec.LookPath(tool)

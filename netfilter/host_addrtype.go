@@ -15,7 +15,7 @@ import "net/netip"
 // found there on another interface than iface, or not found, is UNICAST.
 // Blackhole, unreachable and prohibit routes live in the main table, so the
 // kernel reports their addresses as UNICAST, and so does this model
-// (observed by injecting packets into a namespace, see TestAddrTypeKernel).
+// (observed by injecting packets into a namespace, see TestKernelAddrType).
 //
 // IPv6 follows the kernel's match_type6: the result is the set of every
 // property that holds: UNSPEC for ::, MULTICAST for ff00::/8, UNICAST

@@ -89,11 +89,11 @@ func extRulesCompare(t *testing.T, lab *kerneltest.Lab, f Family, rules []string
 	t.Logf("kernel: %s", strings.Join(kc.NonZero(), ", "))
 }
 
-// TestExtMatchesKernel sends IPv4 frames exercising the header-field
+// TestKernelExtMatches sends IPv4 frames exercising the header-field
 // extension matches (tcpmss, ttl, tos, dscp, ecn, ah, esp, ipcomp, dccp,
 // connbytes, cluster, devgroup) through the kernel lab's node and a Host,
 // and compares per-rule counters.
-func TestExtMatchesKernel(t *testing.T) {
+func TestKernelExtMatches(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-extm"})
 	cfg := lab.Config()
@@ -211,12 +211,12 @@ func TestExtMatchesKernel(t *testing.T) {
 	}
 }
 
-// TestExtMatches6Kernel sends IPv6 frames with extension header chains
+// TestKernelExtMatches6 sends IPv6 frames with extension header chains
 // (hop-by-hop, destination options, routing, fragment, AH, ESP, Mobility
 // Header, no next header) through the kernel lab's node and a Host, and
 // compares the per-rule counters of the IPv6 extension matches (hl,
 // frag, hbh, dst, rt, ah, esp, mh, ipv6header, eui64, dscp, tos, ecn).
-func TestExtMatches6Kernel(t *testing.T) {
+func TestKernelExtMatches6(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-extm6"})
 	cfg := lab.Config()

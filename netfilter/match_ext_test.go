@@ -263,7 +263,7 @@ func TestExtMatchSemantics(t *testing.T) {
 }
 
 // TestClusterHash checks the node choice against the kernel's: the
-// counters of TestExtMatchesKernel's cluster rules recorded in the lab
+// counters of TestKernelExtMatches's cluster rules recorded in the lab
 // (sources 192.168.10.2-8, seed 0xdeadbeef, 2 nodes) put .2 .5 .6 on one
 // node and .3 .4 .7 .8 on the other; this is the same hash, unit-sized.
 func TestClusterHash(t *testing.T) {

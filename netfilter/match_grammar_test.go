@@ -181,9 +181,9 @@ func TestMatchGrammarVectors(t *testing.T) {
 	}
 }
 
-// TestMatchGrammarVectorsKernel checks the vectors against the real
+// TestKernelMatchGrammarVectors checks the vectors against the real
 // iptables-restore and iptables -S.
-func TestMatchGrammarVectorsKernel(t *testing.T) {
+func TestKernelMatchGrammarVectors(t *testing.T) {
 	kerneltest.Require(t)
 	ns := kerneltest.NewNS(t, "pw-mgram")
 	_, err := ns.IPSet("create", "pwset", "hash:ip")

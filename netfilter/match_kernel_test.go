@@ -28,10 +28,10 @@ func addrTypeProbeRules(types []AddrType) string {
 	return b.String()
 }
 
-// TestAddrTypeKernel injects packets into a real namespace and compares the
+// TestKernelAddrType injects packets into a real namespace and compares the
 // types the kernel's addrtype match sees with Host.addrType on a host
 // modelled like the lab's node.
-func TestAddrTypeKernel(t *testing.T) {
+func TestKernelAddrType(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-mx-at"})
 	cfg := lab.Config()
@@ -124,10 +124,10 @@ func TestAddrTypeKernel(t *testing.T) {
 	}
 }
 
-// TestPktTypeKernel checks PktAuto, the packet type derived from the
+// TestKernelPktType checks PktAuto, the packet type derived from the
 // destination address, against the kernel's pkttype match for frames whose
 // link-layer destination agrees with the IP destination.
-func TestPktTypeKernel(t *testing.T) {
+func TestKernelPktType(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-mx-pt"})
 	cfg := lab.Config()

@@ -95,16 +95,16 @@ func extKernelCases(now time.Time) []extKernelCase {
 	}
 }
 
-// TestExtMatchesKernel runs the issue-19 matches in the lab and in the
+// TestKernelExtMatches runs the issue-19 matches in the lab and in the
 // model and compares every rule's packet count.
-func TestStatefulMatchesKernel(t *testing.T) {
+func TestKernelStatefulMatches(t *testing.T) {
 	kerneltest.Require(t)
 	now := time.Now().UTC()
 	runExtKernelCases(t, IPv4, extKernelCases(now), now)
 }
 
-// TestExtMatchesKernel6 does the same for IPv6 masks and headers.
-func TestExtMatchesKernel6(t *testing.T) {
+// TestKernelStatefulMatches6 does the same for IPv6 masks and headers.
+func TestKernelStatefulMatches6(t *testing.T) {
 	kerneltest.Require(t)
 	c1, c2 := netip.MustParseAddr("fd00:10::2"), netip.MustParseAddr("fd00:10:0:0:1::2")
 	server := netip.MustParseAddr("fd00:244::5")
@@ -184,10 +184,10 @@ func runExtKernelCases(t *testing.T, f Family, cases []extKernelCase, now time.T
 	}
 }
 
-// TestRPFilterKernel compares -m rpfilter's verdicts on sources that are
+// TestKernelRPFilter compares -m rpfilter's verdicts on sources that are
 // routed back through the receiving interface, through the other one,
 // nowhere, or to the node itself.
-func TestRPFilterKernel(t *testing.T) {
+func TestKernelRPFilter(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-exts-rp"})
 	cfg := lab.Config()
@@ -223,7 +223,7 @@ func TestRPFilterKernel(t *testing.T) {
 }
 
 // socketListenerScript listens, in the namespace it runs in, on the
-// sockets TestSocketKernel models, prints "ready" and waits for stdin to
+// sockets TestKernelSocket models, prints "ready" and waits for stdin to
 // close.
 const socketListenerScript = `
 import socket, sys
@@ -243,9 +243,9 @@ print("ready", flush=True)
 sys.stdin.read()
 `
 
-// TestSocketKernel compares -m socket with listeners in the node: wildcard
+// TestKernelSocket compares -m socket with listeners in the node: wildcard
 // and specific binds, transparent or not, and --restore-skmark.
-func TestSocketKernel(t *testing.T) {
+func TestKernelSocket(t *testing.T) {
 	kerneltest.Require(t)
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is needed to open the listening sockets in the namespace")

@@ -220,12 +220,12 @@ func TestPropertySaveIsFixedPoint(t *testing.T) {
 	})
 }
 
-// TestPropertyKernelAgrees loads 250 generated inputs, a tenth with a
+// TestKernelPropertyAgrees loads 250 generated inputs, a tenth with a
 // mistake, into the real iptables-restore and checks that it accepts
 // exactly what packetwalk accepts and that iptables-save, -S and -L -n -v
 // print what packetwalk prints. A failure names the seed; rerun one with
 // genRuleset(true).Example(seed).
-func TestPropertyKernelAgrees(t *testing.T) {
+func TestKernelPropertyAgrees(t *testing.T) {
 	kerneltest.Require(t)
 	ns := kerneltest.NewNS(t, "pw-prop")
 	gen := genRuleset(true)

@@ -30,12 +30,12 @@ func redirectRules(cands []netip.Addr) string {
 	return b.String()
 }
 
-// TestRedirectAddressKernel gives the lab node's eth0 several addresses
+// TestKernelRedirectAddress gives the lab node's eth0 several addresses
 // (IPv4 primaries and a secondary, later a host-scope 127.0.0.5; IPv6
 // globals and a link-local) and compares where the kernel and a Host
 // modelled like it REDIRECT a packet received on eth0, sent by the node
 // itself, and received on an interface without an address.
-func TestRedirectAddressKernel(t *testing.T) {
+func TestKernelRedirectAddress(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-redir"})
 	cfg := lab.Config()

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRedirectAddress pins what TestRedirectAddressKernel recorded:
+// TestRedirectAddress pins what TestKernelRedirectAddress recorded:
 // REDIRECT goes to the first IPv4 address of the input interface (a
 // host-scope 127.0.0.0/8 one before the others), to its newest address of
 // the highest IPv6 scope (of the destination's scope when that is

@@ -73,12 +73,12 @@ func localRejectRules(f Family, with, variant string) string {
 	return b.String()
 }
 
-// TestLocalRejectKernel REJECTs in filter OUTPUT a TCP SYN the node sends
+// TestKernelLocalReject REJECTs in filter OUTPUT a TCP SYN the node sends
 // (to a pod and to its own loopback address) and compares every counter
 // of the kernel with a Host: the reply goes out through OUTPUT and
 // POSTROUTING, then comes back in through lo, crossing PREROUTING and
 // INPUT.
-func TestLocalRejectKernel(t *testing.T) {
+func TestKernelLocalReject(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-lrej"})
 	cfg := lab.Config()
@@ -152,13 +152,13 @@ func TestLocalRejectKernel(t *testing.T) {
 	}
 }
 
-// TestLocalRejectInvalidLoopedKernel: the node opens a TCP connection to
+// TestKernelLocalRejectInvalidLooped: the node opens a TCP connection to
 // itself (the SYN is dropped in raw PREROUTING once confirmed in
 // POSTROUTING, so the stack does not answer it), then sends a SYN|FIN on
 // the same tuple, which is INVALID and REJECTed with an ICMP error in
 // filter INPUT. The error, attached to no connection, is looked up in
 // OUTPUT and found RELATED to the connection.
-func TestLocalRejectInvalidLoopedKernel(t *testing.T) {
+func TestKernelLocalRejectInvalidLooped(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-lrinv"})
 	cfg := lab.Config()

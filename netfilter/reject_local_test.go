@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestLocalRejectReplyComesBackThroughLo pins what TestLocalRejectKernel
+// TestLocalRejectReplyComesBackThroughLo pins what TestKernelLocalReject
 // recorded: the REJECT reply to a packet the host sent itself walks OUTPUT
 // and POSTROUTING, then raw and mangle PREROUTING and mangle and filter
 // INPUT on lo as RELATED (nat INPUT never sees it), and the offending
@@ -121,7 +121,7 @@ COMMIT
 }
 
 // TestRejectOfInvalidLoopedPacketIsTracked pins what
-// TestLocalRejectInvalidLoopedKernel recorded: the ICMP error answering an
+// TestKernelLocalRejectInvalidLooped recorded: the ICMP error answering an
 // INVALID packet the host sent itself (a SYN|FIN on the tuple of its own
 // SYN_SENT connection) is attached to no connection, so conntrack looks it
 // up in OUTPUT, although the packet it answers came in through lo, and

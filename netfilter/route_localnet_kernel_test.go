@@ -75,7 +75,7 @@ var localnetCases = []localnetCase{
 	{name: "localhost NodePort", local: true, src: "127.0.0.1", dst: "127.0.0.1", dport: 30020},
 }
 
-// TestRouteLocalnetKernel sends the same packets through the kernel lab's
+// TestKernelRouteLocalnet sends the same packets through the kernel lab's
 // node and through a Host, with net.ipv4.conf.all.route_localnet 0 and 1,
 // and compares every rule counter and whether a frame reached the server.
 // With 0, a packet received on eth0 with a 127.0.0.0/8 destination (after
@@ -83,7 +83,7 @@ var localnetCases = []localnetCase{
 // decision, and the localhost NodePort is dropped by the reroute after nat
 // OUTPUT (the raw socket's sendto fails with EINVAL), so filter OUTPUT
 // never sees it.
-func TestRouteLocalnetKernel(t *testing.T) {
+func TestKernelRouteLocalnet(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-rl"})
 	cfg := lab.Config()

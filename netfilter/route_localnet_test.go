@@ -79,7 +79,7 @@ func TestRouteLocalnet(t *testing.T) {
 
 // TestRouteLocalnetCounters checks that the localhost NodePort dropped by
 // the reroute after nat OUTPUT is counted up to nat OUTPUT and no further,
-// as in the kernel (TestRouteLocalnetKernel).
+// as in the kernel (TestKernelRouteLocalnet).
 func TestRouteLocalnetCounters(t *testing.T) {
 	h := localnetHost(t, true)
 	res := h.Send(Packet{Proto: inet.TCP, Src: netip.MustParseAddr("127.0.0.1"), Dst: netip.MustParseAddr("127.0.0.1"),

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSetTargetKernel runs the "block who knocked" rules in the kernel lab
+// TestKernelSetTarget runs the "block who knocked" rules in the kernel lab
 // and in packetwalk: the SET target adds the client, the set match then
 // lets it in, and the counters and the set's members agree.
-func TestSetTargetKernel(t *testing.T) {
+func TestKernelSetTarget(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{})
 	sets := "create knocked hash:ip family inet hashsize 1024 maxelem 65536\n"

@@ -11,11 +11,11 @@ import (
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
-// TestTCPLooseKernel sends a mid-stream ACK (no SYN seen) through the
+// TestKernelTCPLoose sends a mid-stream ACK (no SYN seen) through the
 // kernel lab's node and a Host, with net.netfilter.nf_conntrack_tcp_loose
 // 1 (picked up: NEW, then ESTABLISHED) and 0 (INVALID, dropped by
 // `--ctstate INVALID -j DROP`), and compares counters and delivery.
-func TestTCPLooseKernel(t *testing.T) {
+func TestKernelTCPLoose(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-tl"})
 	cfg := lab.Config()

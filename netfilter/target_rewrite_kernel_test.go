@@ -12,14 +12,14 @@ import (
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
-// TestRewriteTargetsKernel forwards frames through the kernel lab's node
+// TestKernelRewriteTargets forwards frames through the kernel lab's node
 // with the header-rewriting targets (TCPMSS, TCPOPTSTRIP, DSCP, TOS, TTL,
 // HL, ECN) in
 // its mangle table and through a FrameHost with the same rules, and
 // compares the frames leaving towards the server byte for byte (the
 // Ethernet addresses excepted: FrameHost does not model neighbours) and
 // the rules' packet and byte counters.
-func TestRewriteTargetsKernel(t *testing.T) {
+func TestKernelRewriteTargets(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-rw"})
 	cfg := lab.Config()
@@ -158,11 +158,11 @@ func ipPart(t *testing.T, f []byte) []byte {
 	return f[12:n]
 }
 
-// TestNETMAPKernel maps a whole prefix in nat PREROUTING (destination) and
+// TestKernelNETMAP maps a whole prefix in nat PREROUTING (destination) and
 // POSTROUTING (source) in the kernel lab and in a FrameHost, and compares
 // the forwarded frame and the server's reply as they leave the node: the
 // reply is translated back through the connection's binding.
-func TestNETMAPKernel(t *testing.T) {
+func TestKernelNETMAP(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-nm"})
 	cfg := lab.Config()
@@ -232,11 +232,11 @@ func TestNETMAPKernel(t *testing.T) {
 	}
 }
 
-// TestNFQUEUEKernel checks what NFQUEUE does with no program bound to the
+// TestKernelNFQUEUE checks what NFQUEUE does with no program bound to the
 // queue: the kernel drops the packet, or with --queue-bypass accepts it
 // for the current table only (the next table of the hook still runs).
 // FrameHost without a QueueHandler must agree, counters included.
-func TestNFQUEUEKernel(t *testing.T) {
+func TestKernelNFQUEUE(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-nq"})
 	cfg := lab.Config()
@@ -294,11 +294,11 @@ func hmarkRules(opts string) string {
 	return r
 }
 
-// TestNPTKernel forwards IPv6 frames through DNPT (PREROUTING) and SNPT
+// TestKernelNPT forwards IPv6 frames through DNPT (PREROUTING) and SNPT
 // (POSTROUTING) in the kernel lab and in a FrameHost and compares the
 // frames leaving towards the server: the mapped addresses and the
 // untouched (checksum-neutral) transport checksums.
-func TestNPTKernel(t *testing.T) {
+func TestKernelNPT(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-npt"})
 	cfg := lab.Config()
@@ -347,10 +347,10 @@ func TestNPTKernel(t *testing.T) {
 	}
 }
 
-// TestTCPMSSLocalKernel clamps a segment the node sends itself: the route
+// TestKernelTCPMSSLocal clamps a segment the node sends itself: the route
 // back to a local source is through lo (MTU 65536), so the clamp follows
 // the output route's MTU.
-func TestTCPMSSLocalKernel(t *testing.T) {
+func TestKernelTCPMSSLocal(t *testing.T) {
 	kerneltest.Require(t)
 	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-mssl"})
 	cfg := lab.Config()

@@ -221,7 +221,7 @@ func BenchmarkLabCase(b *testing.B) {
 	}
 }
 
-func TestNS(t *testing.T) {
+func TestKernelNS(t *testing.T) {
 	Require(t)
 	ns := NewNS(t, "pw-kt")
 	assert.Regexp(t, `^pw-kt-\d+-[0-9a-f]{8}$`, ns.Name())
@@ -307,9 +307,9 @@ func BenchmarkLabParts(b *testing.B) {
 	})
 }
 
-// TestLabParallel runs independent Labs concurrently: Reset's cost is mostly
+// TestKernelLabParallel runs independent Labs concurrently: Reset's cost is mostly
 // waiting for kernel RCU grace periods, which concurrent labs share.
-func TestLabParallel(t *testing.T) {
+func TestKernelLabParallel(t *testing.T) {
 	Require(t)
 	const labs, perLab = 4, 50
 	start := time.Now()
@@ -335,9 +335,9 @@ func TestLabParallel(t *testing.T) {
 	})
 }
 
-// TestLabServerResponds checks that Settle waits for a 3-hop chain: the
+// TestKernelLabServerResponds checks that Settle waits for a 3-hop chain: the
 // forwarded SYN, the server kernel's RST, and its forwarding to the client.
-func TestLabServerResponds(t *testing.T) {
+func TestKernelLabServerResponds(t *testing.T) {
 	Require(t)
 	l := NewLab(t, LabConfig{ServerResponds: true})
 	require.NoError(t, l.Reset(""))
