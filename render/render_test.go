@@ -3,9 +3,7 @@ package render_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,22 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/packetwalk/packetwalk/inet"
+	"github.com/packetwalk/packetwalk/internal/golden"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/render"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func golden(t *testing.T, name string, got []byte) {
+func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Equal(t, string(want), string(got))
+	golden.Check(t, filepath.Join("testdata", name), got)
 }
 
 // service is a two-endpoint ClusterIP service in kube-proxy's shape, plus
@@ -88,7 +78,7 @@ func TestDOT(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dot, err := render.DOT(rs, tc.opt)
 			require.NoError(t, err)
-			golden(t, tc.name, dot)
+			checkGolden(t, tc.name, dot)
 		})
 	}
 }

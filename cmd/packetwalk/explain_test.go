@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/internal/golden"
 )
 
 const kubeCluster = "testdata/kube/cluster.yaml"
@@ -55,12 +57,7 @@ func TestGoldenKubeExplain(t *testing.T) {
 			code, stdout, stderr := runCmd(tc.args, "")
 			got := fmt.Sprintf("exit: %d\n--- stdout\n%s--- stderr\n%s", code, stdout, stderr)
 			path := filepath.Join("testdata", "golden", tc.name+".golden")
-			if *update {
-				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-			}
-			want, err := os.ReadFile(path)
-			require.NoError(t, err, "run with -update to create the golden file")
-			assert.Equal(t, string(want), got)
+			golden.Check(t, path, []byte(got))
 			if strings.HasPrefix(tc.name, "err-") {
 				assert.NotZero(t, code)
 				assert.Empty(t, stdout)

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/internal/golden"
+	"github.com/packetwalk/packetwalk/internal/kerneltest"
 )
 
 // The xtables trace comparison. testdata/xtables-trace holds a node
@@ -195,7 +197,7 @@ func TestKernelXtablesTrace(t *testing.T) {
 	ours := normaliseXtables(packetwalkXtables(t, dir))
 	t.Logf("xtables-monitor --trace:\n%s", got)
 
-	if *update {
+	if golden.Updating() {
 		// The snapshot taken before the packets.
 		nodeDir := filepath.Join(xtablesDir, "node")
 		require.NoError(t, os.RemoveAll(nodeDir))

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files of cmd/packetwalk")
+	"github.com/packetwalk/packetwalk/internal/golden"
+)
 
 const (
 	node1 = "testdata/node1" // filter and mangle rules, routes recorded from ip -j
@@ -122,13 +122,7 @@ func TestGolden(t *testing.T) {
 			code, stdout, stderr := runCmd(tc.args, tc.stdin)
 			got := fmt.Sprintf("exit: %d\n--- stdout\n%s--- stderr\n%s", code, stdout, stderr)
 			path := filepath.Join("testdata", "golden", tc.name+".golden")
-			if *update {
-				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-			}
-			want, err := os.ReadFile(path)
-			require.NoError(t, err, "run with -update to create the golden file")
-			assert.Equal(t, string(want), got)
+			golden.Check(t, path, []byte(got))
 
 			// The contract around the exit status.
 			switch {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/internal/golden"
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
@@ -405,12 +406,7 @@ func TestPcapGolden(t *testing.T) {
 			}
 			got := strings.ReplaceAll(b.String(), dir, "$DIR")
 			path := filepath.Join("testdata", "golden", tc.name+".golden")
-			if *update {
-				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
-			}
-			want, err := os.ReadFile(path)
-			require.NoError(t, err, "run with -update to create the golden file")
-			assert.Equal(t, string(want), got)
+			golden.Check(t, path, []byte(got))
 
 			switch {
 			case strings.HasPrefix(tc.name, "err-"):

@@ -2,29 +2,18 @@
 package storytest
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/packetwalk/packetwalk/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite the examples' golden files")
-
-// Golden compares got with testdata/name, rewriting the file under -update.
+// Golden compares got with testdata/name, rewriting the file under -update
+// (internal/golden).
 func Golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-		return
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test -update to create %s", path)
-	require.Equal(t, string(want), string(got))
+	golden.Check(t, filepath.Join("testdata", name), got)
 }
 
 // Updating reports whether the test run rewrites golden files (-update).
-func Updating() bool { return *update }
+func Updating() bool { return golden.Updating() }
