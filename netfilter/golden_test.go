@@ -152,23 +152,9 @@ func TestGolden(t *testing.T) {
 // the outputs with the committed fixtures, so they cannot go stale.
 func TestKernelGolden(t *testing.T) {
 	kerneltest.Require(t)
-	for _, tool := range []string{"bash", "ip6tables-restore", "ip6tables-save", "ip6tables"} {
-		_, err := exec.LookPath(tool)
-		require.NoError(t, err, "%s=1 but %s is missing", kerneltest.EnvVar, tool)
-	}
-	dir := t.TempDir()
+	dir := rerecord(t, goldenDir, "bash", "ip6tables-restore", "ip6tables-save", "ip6tables")
 	ents, err := os.ReadDir(goldenDir)
 	require.NoError(t, err)
-	for _, e := range ents {
-		n := e.Name()
-		if strings.HasSuffix(n, ".rules") || strings.HasSuffix(n, ".rules6") || strings.HasSuffix(n, ".ipsets") || n == "record.sh" {
-			b, err := os.ReadFile(filepath.Join(goldenDir, n))
-			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(filepath.Join(dir, n), b, 0o755))
-		}
-	}
-	out, err := exec.Command("bash", filepath.Join(dir, "record.sh")).CombinedOutput()
-	require.NoError(t, err, "record.sh: %s", out)
 
 	fresh, err := os.ReadDir(dir)
 	require.NoError(t, err)
@@ -189,4 +175,30 @@ func TestKernelGolden(t *testing.T) {
 			t.Errorf("committed fixture %s was not produced by the live tools", e.Name())
 		}
 	}
+}
+
+// rerecord copies the inputs of a fixture directory (*.rules, *.rules6,
+// *.ipsets) and its record.sh into a temporary directory, runs the script
+// there with the real tools and returns the directory. It fails the test
+// when a tool the script needs is missing.
+func rerecord(t *testing.T, fixtures string, tools ...string) string {
+	t.Helper()
+	for _, tool := range tools {
+		_, err := exec.LookPath(tool)
+		require.NoError(t, err, "%s=1 but %s is missing", kerneltest.EnvVar, tool)
+	}
+	dir := t.TempDir()
+	ents, err := os.ReadDir(fixtures)
+	require.NoError(t, err)
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, ".rules") || strings.HasSuffix(n, ".rules6") || strings.HasSuffix(n, ".ipsets") || n == "record.sh" {
+			b, err := os.ReadFile(filepath.Join(fixtures, n))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, n), b, 0o755))
+		}
+	}
+	out, err := exec.Command("bash", filepath.Join(dir, "record.sh")).CombinedOutput()
+	require.NoError(t, err, "%s/record.sh: %s", fixtures, out)
+	return dir
 }

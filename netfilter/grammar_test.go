@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -123,23 +122,9 @@ func TestGrammar(t *testing.T) {
 // compares the result with the committed fixtures.
 func TestKernelGrammarFixtures(t *testing.T) {
 	kerneltest.Require(t)
-	for _, tool := range []string{"bash", "iptables-restore", "ip6tables-restore", "ipset"} {
-		_, err := exec.LookPath(tool)
-		require.NoError(t, err, "%s=1 but %s is missing", kerneltest.EnvVar, tool)
-	}
-	dir := t.TempDir()
+	dir := rerecord(t, grammarDir, "bash", "iptables-restore", "ip6tables-restore", "ipset")
 	ents, err := os.ReadDir(grammarDir)
 	require.NoError(t, err)
-	for _, e := range ents {
-		n := e.Name()
-		if strings.HasSuffix(n, ".rules") || strings.HasSuffix(n, ".rules6") || strings.HasSuffix(n, ".ipsets") || n == "record.sh" {
-			b, err := os.ReadFile(filepath.Join(grammarDir, n))
-			require.NoError(t, err)
-			require.NoError(t, os.WriteFile(filepath.Join(dir, n), b, 0o755))
-		}
-	}
-	out, err := exec.Command("bash", filepath.Join(dir, "record.sh")).CombinedOutput()
-	require.NoError(t, err, "record.sh: %s", out)
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".out")
 		if !ok {
