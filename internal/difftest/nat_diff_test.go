@@ -87,13 +87,15 @@ func protoNameOf(p inet.Proto) string {
 	return "icmp"
 }
 
+// frameSpec is the packet for the lab, IPv4 or IPv6 as its addresses
+// are; the header an ICMP error quotes is rebuilt from its summary.
 func (p wirePkt) frameSpec() (kerneltest.FrameSpec, error) {
 	s := kerneltest.FrameSpec{Proto: p.Proto, Src: p.Src, Dst: p.Dst, SrcPort: p.SPort, DstPort: p.DPort,
 		TCPFlags: p.Flags, Seq: p.Seq, Ack: p.Ack, ICMPType: p.ICMPType, ICMPCode: p.ICMPCode, PayloadLen: p.PayloadLen, ID: 7}
 	if p.Proto == "icmp" {
 		s.SrcPort, s.DstPort = 0, 0
 		if p.Inner != nil {
-			q, err := quoted(p.Inner)
+			q, err := quotedX(p.Inner)
 			if err != nil {
 				return s, err
 			}
@@ -105,23 +107,35 @@ func (p wirePkt) frameSpec() (kerneltest.FrameSpec, error) {
 	return s, nil
 }
 
+// simPacket is the simulator's view of p, lengths as the lab's frame has
+// them.
 func (p wirePkt) simPacket() netfilter.Packet {
+	v6 := p.Src.Is6()
 	sp := netfilter.Packet{Family: netfilter.IPv4, Proto: protoNums[p.Proto], Src: p.Src, Dst: p.Dst, TTL: 64, ID: 7}
+	hdr := 20
+	if v6 {
+		sp.Family, sp.ID, hdr = netfilter.IPv6, 0, 40
+		if p.Proto == "icmp" {
+			sp.Proto = inet.ICMPv6
+		}
+	}
 	switch p.Proto {
 	case "tcp":
 		sp.SrcPort, sp.DstPort, sp.TCPFlags = p.SPort, p.DPort, parseFlags(p.Flags)
-		sp.Seq, sp.Ack, sp.Window = p.Seq, p.Ack, 64240 // the frame builder's window
-		sp.Length = 40 + p.PayloadLen
+		// The window tracker must see what the lab's frame carries; the
+		// frame builder's window is 64240.
+		sp.Seq, sp.Ack, sp.Window = p.Seq, p.Ack, 64240
+		sp.Length = hdr + 20 + p.PayloadLen
 	case "udp":
 		sp.SrcPort, sp.DstPort = p.SPort, p.DPort
-		sp.Length = 28 + p.PayloadLen
+		sp.Length = hdr + 8 + p.PayloadLen
 	default:
 		sp.ICMPType, sp.ICMPCode = p.ICMPType, p.ICMPCode
-		sp.Length = 28 + p.PayloadLen
+		sp.Length = hdr + 8 + p.PayloadLen
 		if p.Inner != nil {
 			in := p.Inner
 			sp.Inner = netfilter.InnerHeader{Proto: inet.Proto(in.Proto), Src: in.Src, Dst: in.Dst, SrcPort: in.SrcPort, DstPort: in.DstPort}
-			sp.Length = 28 + 28
+			sp.Length = 2*hdr + 16
 		} else {
 			sp.ICMPID = p.SPort
 		}

@@ -131,22 +131,13 @@ func (f xflow) echoTypes() (req, rep uint8) {
 	return 8, 0
 }
 
-// xpkt is a packet in both harnesses' terms; the quoted header of an ICMP
-// error is a Summary on both sides.
-type xpkt struct {
-	Proto              string
-	Src, Dst           netip.Addr
-	SPort, DPort       uint16 // echo id in SPort for icmp
-	Flags              string
-	Seq, Ack           uint32
-	ICMPType, ICMPCode uint8
-	PayloadLen         int
-	Inner              *kerneltest.Summary
-}
+// xpkt is a wire packet of a cross-family flow, printed without the side
+// it comes from.
+type xpkt struct{ wirePkt }
 
 func (p xpkt) String() string {
-	w := wirePkt{Proto: p.Proto, Src: p.Src, Dst: p.Dst, SPort: p.SPort, DPort: p.DPort, Flags: p.Flags, Seq: p.Seq, Ack: p.Ack,
-		ICMPType: p.ICMPType, ICMPCode: p.ICMPCode, PayloadLen: p.PayloadLen, Inner: p.Inner}
+	w := p.wirePkt
+	w.Side = kerneltest.Client
 	s := w.String()
 	return strings.TrimPrefix(s, "from client: ")
 }
@@ -164,58 +155,6 @@ func quotedX(s *kerneltest.Summary) ([]byte, error) {
 		return nil, err
 	}
 	return b[:48], nil
-}
-
-func (p xpkt) frameSpec() (kerneltest.FrameSpec, error) {
-	s := kerneltest.FrameSpec{Proto: p.Proto, Src: p.Src, Dst: p.Dst, SrcPort: p.SPort, DstPort: p.DPort,
-		TCPFlags: p.Flags, Seq: p.Seq, Ack: p.Ack, ICMPType: p.ICMPType, ICMPCode: p.ICMPCode, PayloadLen: p.PayloadLen, ID: 7}
-	if p.Proto == "icmp" {
-		s.SrcPort, s.DstPort = 0, 0
-		if p.Inner != nil {
-			q, err := quotedX(p.Inner)
-			if err != nil {
-				return s, err
-			}
-			s.Payload = q
-		} else {
-			s.ICMPID, s.ICMPSeq = p.SPort, 1
-		}
-	}
-	return s, nil
-}
-
-func (p xpkt) simPacket() netfilter.Packet {
-	v6 := p.Src.Is6()
-	sp := netfilter.Packet{Family: netfilter.IPv4, Proto: protoNums[p.Proto], Src: p.Src, Dst: p.Dst, TTL: 64, ID: 7}
-	hdr := 20
-	if v6 {
-		sp.Family, sp.ID, hdr = netfilter.IPv6, 0, 40
-		if p.Proto == "icmp" {
-			sp.Proto = inet.ICMPv6
-		}
-	}
-	switch p.Proto {
-	case "tcp":
-		sp.SrcPort, sp.DstPort, sp.TCPFlags = p.SPort, p.DPort, parseFlags(p.Flags)
-		// The window tracker must see what the lab's frame carries; the
-		// frame builder's window is 64240.
-		sp.Seq, sp.Ack, sp.Window = p.Seq, p.Ack, 64240
-		sp.Length = hdr + 20 + p.PayloadLen
-	case "udp":
-		sp.SrcPort, sp.DstPort = p.SPort, p.DPort
-		sp.Length = hdr + 8 + p.PayloadLen
-	default:
-		sp.ICMPType, sp.ICMPCode = p.ICMPType, p.ICMPCode
-		sp.Length = hdr + 8 + p.PayloadLen
-		if p.Inner != nil {
-			in := p.Inner
-			sp.Inner = netfilter.InnerHeader{Proto: inet.Proto(in.Proto), Src: in.Src, Dst: in.Dst, SrcPort: in.SrcPort, DstPort: in.DstPort}
-			sp.Length = 2*hdr + 16
-		} else {
-			sp.ICMPID = p.SPort
-		}
-	}
-	return sp
 }
 
 // echoIDOf reads the echo identifier of a captured ICMP or ICMPv6 frame.
@@ -569,7 +508,7 @@ func (r *xRun) flow(fi int, firstOnly bool) error {
 		var pk [2]xpkt
 		var skip bool
 		for who := range 2 {
-			p := xpkt{Proto: f.Proto, Flags: st.Flags, PayloadLen: st.PayloadLen, ICMPType: st.ICMPType, ICMPCode: st.ICMPCode}
+			p := xpkt{wirePkt{Proto: f.Proto, Flags: st.Flags, PayloadLen: st.PayloadLen, ICMPType: st.ICMPType, ICMPCode: st.ICMPCode}}
 			if f.Proto == "icmp" && !st.ICMPError {
 				p.ICMPType = map[bool]uint8{false: req, true: rep}[st.Resp]
 			}
