@@ -153,9 +153,11 @@
 //     inversion, and checks and stores them; done checks the option set
 //     as a whole (required options, exclusions) and returns the Match or
 //     Target. Numbers and VALUE/MASK are read as iptables reads them by
-//     the shared helpers of parse_value.go (parseCUint, parseMarkArg);
-//     addresses by addrparse.go. Errors say what was given and what was
-//     expected (badValue and mustSpecify in errors.go).
+//     the shared helpers of parse_value.go (parseCUint, strtoul,
+//     parseMarkArg), addresses by addrparse.go, and needProto
+//     (parse_rule.go) checks a protocol match's -p. Errors say what was
+//     given and what was expected (badValue and mustSpecify in
+//     errors.go).
 //   - The methods: Module or Name; appendSave, which prints the options as
 //     iptables-save does (after " -m NAME" or " -j NAME", each with a
 //     leading space); appendList, the text of the last -L column; and

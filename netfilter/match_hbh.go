@@ -1,7 +1,6 @@
 package netfilter
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 )
@@ -159,37 +158,4 @@ func (m *OptsMatch) match(c *evalCtx) bool {
 		}
 	}
 	return true
-}
-
-// strtoul reads a number as C's strtoul with base 0 does for the option
-// lists of hbh and dst: an optional sign ("-1" wraps to the largest
-// value), then hex ("0x"), octal (leading "0") or decimal digits; a
-// value too large saturates. The whole string must be a number.
-func strtoul(s string) (uint64, bool) {
-	neg := false
-	if s != "" && (s[0] == '-' || s[0] == '+') {
-		neg, s = s[0] == '-', s[1:]
-	}
-	if s == "" || s[0] == '-' || s[0] == '+' {
-		return 0, false
-	}
-	n, ok := parseCUint(s, ^uint64(0))
-	if !ok {
-		// Too large, or not a number: strtoul saturates the former.
-		base, digits := 10, s
-		switch {
-		case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
-			base, digits = 16, s[2:]
-		case len(s) > 1 && s[0] == '0':
-			base, digits = 8, s[1:]
-		}
-		if _, err := strconv.ParseUint(digits, base, 64); err == nil || !errors.Is(err, strconv.ErrRange) {
-			return 0, false
-		}
-		n = ^uint64(0)
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
 }

@@ -270,22 +270,6 @@ func (m *UDPMatch) done(c *ruleCtx) (any, error) {
 	return m, nil
 }
 
-// needProto refuses a protocol match on a rule whose -p is another
-// protocol, as the kernel's checkentry does.
-func needProto(c *ruleCtx, mod string, p inet.Proto) error {
-	if c.ip.Proto == p && c.ip.InvProto && (p == inet.TCP || p == inet.UDP) {
-		// iptables-nft and the kernel take "! -p tcp -m tcp" (and udp);
-		// the match then reads any other protocol's header as TCP or UDP
-		// (and drops a packet too short for that header), which
-		// packetwalk does not model.
-		return fmt.Errorf("%w: %s match after \"! -p %s\"", ErrNotModelled, mod, p)
-	}
-	if c.ip.Proto != p || c.ip.InvProto {
-		return fmt.Errorf("%w: %s match needs \"-p %s\"", ErrNotAllowed, mod, p)
-	}
-	return nil
-}
-
 func appendPortOpt(b []byte, name string, r PortRange, inv bool) []byte {
 	b = appendNot(b, inv)
 	b = append(b, " --"...)

@@ -1,12 +1,14 @@
 package netfilter
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 )
 
-// The number and mark/mask syntax the modules share, read as iptables
-// reads it (xtables_strtoui, xtables_parse_mark_mask).
+// The number and VALUE/MASK syntax the modules share, read as iptables
+// reads it: parseCUint (xtables_strtoui), strtoul (C's strtoul, signs and
+// saturation included) and parseMarkArg (xtables_parse_mark_mask).
 
 // parseMarkArg parses "V" or "V/M" as xtables_parse_mark_mask does; the
 // mask defaults to all ones.
@@ -45,6 +47,39 @@ func parseCUint(s string, max uint64) (uint64, bool) {
 	n, err := strconv.ParseUint(digits, base, 64)
 	if err != nil || n > max {
 		return 0, false
+	}
+	return n, true
+}
+
+// strtoul reads a number as C's strtoul with base 0 does for the option
+// lists of hbh and dst: an optional sign ("-1" wraps to the largest
+// value), then hex ("0x"), octal (leading "0") or decimal digits; a
+// value too large saturates. The whole string must be a number.
+func strtoul(s string) (uint64, bool) {
+	neg := false
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		neg, s = s[0] == '-', s[1:]
+	}
+	if s == "" || s[0] == '-' || s[0] == '+' {
+		return 0, false
+	}
+	n, ok := parseCUint(s, ^uint64(0))
+	if !ok {
+		// Too large, or not a number: strtoul saturates the former.
+		base, digits := 10, s
+		switch {
+		case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
+			base, digits = 16, s[2:]
+		case len(s) > 1 && s[0] == '0':
+			base, digits = 8, s[1:]
+		}
+		if _, err := strconv.ParseUint(digits, base, 64); err == nil || !errors.Is(err, strconv.ErrRange) {
+			return 0, false
+		}
+		n = ^uint64(0)
+	}
+	if neg {
+		n = -n
 	}
 	return n, true
 }
