@@ -28,6 +28,7 @@ func TestExtTargetsRefused(t *testing.T) {
 		{IPv4, "-A INPUT -j AUDIT --type foo", ErrBadValue},
 		{IPv4, "-A INPUT -j AUDIT", ErrMissingArgument},
 		{IPv4, "-A INPUT -j IDLETIMER --timeout 0 --label x", ErrBadValue},
+		{IPv4, `-A INPUT -j IDLETIMER --timeout 5 --label ""`, ErrBadValue},
 		{IPv4, "-A INPUT -j IDLETIMER --label x", ErrMissingArgument},
 		{IPv4, "-A INPUT -j IDLETIMER --timeout 10", ErrMissingArgument},
 		{IPv4, "-A INPUT -j RATEEST --rateest-name r1", ErrBadValue},

@@ -568,7 +568,7 @@ func deterministicForPackets(c gCase) bool {
 	if c.Table == "nat" || c.Chain == userChain {
 		return false
 	}
-	for _, w := range []string{"statistic", "limit", "recent", "set", "SET", "nfacct", "owner", "helper", "CT", "physdev", "TRACE", "udplite", "pwset", "QUEUE"} {
+	for _, w := range append([]string{"statistic", "limit", "recent", "set", "SET", "nfacct", "owner", "helper", "CT", "physdev", "TRACE", "udplite", "pwset", "QUEUE"}, gExtNoPackets...) {
 		for _, tok := range strings.Fields(c.Rule) {
 			if tok == w {
 				return false
