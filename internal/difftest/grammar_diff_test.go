@@ -164,6 +164,12 @@ func TestGrammarCasesParse(t *testing.T) {
 			// iptables-restore refuses (docs/kernel-notes.md).
 			continue
 		}
+		if err != nil && strings.Contains(string(save), "--monthdays  ") {
+			// Nor for "-m time --monthdays 0": day 0's bit is kept but
+			// never printed, so iptables-save prints an empty list
+			// (docs/kernel-notes.md).
+			continue
+		}
 		if err != nil {
 			t.Fatalf("own save refused: %v\n%s\nsave:\n%s\n%s", err, c, save, replayHint(seed, i))
 		}
