@@ -48,6 +48,10 @@ func TestExtGrammarFacts(t *testing.T) {
 		}
 		assert.True(t, found, "%s: want %q in\n%s", tc.rule, tc.save, save)
 	}
+	// CLASSIFY is limited by hook, not table.
+	for _, line := range []string{"-A OUTPUT -j CLASSIFY --set-class 1:1", "-t nat -A POSTROUTING -j CLASSIFY --set-class 1:1", "-t raw -A OUTPUT -j CLASSIFY --set-class 1:1"} {
+		assert.NoError(t, NewRuleset(IPv4).Exec(line), line)
+	}
 	// Day 0 is a bit no day has: "--monthdays 0" never matches.
 	m := parseMatch(t, IPv4, "INPUT", "-m time --monthdays 0")
 	all := parseMatch(t, IPv4, "INPUT", "-m time ! --monthdays 0")

@@ -22,7 +22,9 @@ func TestExtTargetsRefused(t *testing.T) {
 		{IPv4, "-t mangle -A POSTROUTING -j CLASSIFY", ErrMissingArgument},
 		{IPv4, "-t mangle -A PREROUTING -j CLASSIFY --set-class 1:1", ErrNotAllowed},
 		{IPv4, "-t mangle -A INPUT -j CLASSIFY --set-class 1:1", ErrNotAllowed},
-		{IPv4, "-t filter -A OUTPUT -j CLASSIFY --set-class 1:1", ErrNotAllowed},
+		// Any table: only the hook counts (verified: filter OUTPUT,
+		// FORWARD, nat and raw POSTROUTING/OUTPUT are accepted).
+		{IPv4, "-t filter -A INPUT -j CLASSIFY --set-class 1:1", ErrNotAllowed},
 		{IPv4, "-t mangle -A POSTROUTING -j CHECKSUM", ErrMissingArgument},
 		{IPv4, "-t filter -A INPUT -j CHECKSUM --checksum-fill", ErrNotAllowed},
 		{IPv4, "-A INPUT -j AUDIT --type foo", ErrBadValue},
