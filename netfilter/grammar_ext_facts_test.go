@@ -30,6 +30,11 @@ func TestExtGrammarFacts(t *testing.T) {
 		{IPv4, "-m time --monthdays 0", "-A INPUT -m time --monthdays  --datestop 2038-01-19T03:14:07", ""},
 		{IPv4, "-m time --datestart 2038-12-31T23:59:59", "-A INPUT -m time --datestart 2038-12-31T23:59:59 --datestop 2038-01-19T03:14:07", ""},
 		{IPv4, "-m time --datestart 2039", "", "2039"},
+		{IPv4, "-m time --weekdays 1,8", "-A INPUT -m time --weekdays Mon --datestop 2038-01-19T03:14:07", ""},
+		{IPv4, "-m time --weekdays 100", "-A INPUT -m time --weekdays Thu --datestop 2038-01-19T03:14:07", ""},
+		{IPv4, "-m time --weekdays 40", "-A INPUT -m time --weekdays  --datestop 2038-01-19T03:14:07", ""},
+		{IPv4, "-m time ! --weekdays 8", "-A INPUT -m time --datestop 2038-01-19T03:14:07", ""},
+		{IPv4, "-m time --weekdays 0", "", "--weekdays"},
 		{IPv6, "-m time --datestop 2040", "", "2040"},
 	} {
 		rs := NewRuleset(tc.fam)

@@ -121,8 +121,12 @@ func (m *TimeMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 		var days uint8
 		for _, t := range strings.Split(s, ",") {
 			d := 0
-			if n, e := strconv.Atoi(t); e == nil && n >= 1 && n <= 7 {
-				d = n
+			if n, e := strconv.ParseUint(t, 10, 32); e == nil && n >= 1 {
+				// iptables shifts 1 by the number on a 32-bit int
+				// (x86 takes the count modulo 32) and keeps 8 bits:
+				// 8 sets nothing, 100 is Thu (docs/kernel-notes.md).
+				days |= uint8(uint32(1) << (n % 32))
+				continue
 			} else if t != "" {
 				for i := 1; i <= 7; i++ {
 					if strings.HasPrefix(weekdayNames[i], t) {
