@@ -22,6 +22,7 @@ func TestExtGrammarFacts(t *testing.T) {
 		{IPv4, "-m ttl --ttl 68", "-A INPUT -m ttl --ttl-eq 68", ""},
 		{IPv4, "-m ttl ! --ttl 5", "-A INPUT -m ttl ! --ttl-eq 5", ""},
 		{IPv6, "-m hl --hl 5", "-A INPUT -m hl --hl-eq 5", ""},
+		{IPv4, "-p ah -m ah --ah 240", "-A INPUT -p ah -m ah --ahspi 240", ""},
 		{IPv4, "-m connlimit --connlimit-upto 8 --connlimit-mask 101", "-A INPUT -m connlimit --connlimit-upto 8 --connlimit-mask 32 --connlimit-saddr", ""},
 		{IPv4, "-m connlimit --connlimit-upto 8 --connlimit-mask 256", "-A INPUT -m connlimit --connlimit-upto 8 --connlimit-mask 32 --connlimit-saddr", ""},
 		{IPv6, "-m connlimit --connlimit-upto 8 --connlimit-mask 129", "", "--connlimit-mask"},
@@ -53,6 +54,8 @@ func TestExtGrammarFacts(t *testing.T) {
 		}
 		assert.True(t, found, "%s: want %q in\n%s", tc.rule, tc.save, save)
 	}
+	// ip6tables' ah has --ahlen and --ahres too: "--ah" is ambiguous there.
+	assert.Error(t, NewRuleset(IPv6).Exec("-A INPUT -m ah --ah 5"))
 	// CLASSIFY is limited by hook, not table.
 	for _, line := range []string{"-A OUTPUT -j CLASSIFY --set-class 1:1", "-t nat -A POSTROUTING -j CLASSIFY --set-class 1:1", "-t raw -A OUTPUT -j CLASSIFY --set-class 1:1"} {
 		assert.NoError(t, NewRuleset(IPv4).Exec(line), line)
