@@ -99,8 +99,8 @@ func init() {
 	registerMatch(&module{name: "ah",
 		opts: []option{
 			{name: "ahspi", args: 1, invert: true},
-			{name: "ahlen", args: 1, invert: true},
-			{name: "ahres", args: 0},
+			{name: "ahlen", args: 1, invert: true, only6: true},
+			{name: "ahres", args: 0, only6: true},
 		},
 		newBuilder: func(c *ruleCtx) builder { return &AHMatch{SPIs: anySPI, family: c.family} }})
 }

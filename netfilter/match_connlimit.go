@@ -64,15 +64,21 @@ func (b *connlimitBuilder) set(c *ruleCtx, opt string, inv bool, args []string) 
 		b.given, b.m.Limit = opt, uint32(n)
 		b.m.Upto = (opt == "connlimit-upto") != inv
 	case "connlimit-mask":
-		max := uint64(32)
 		if c.family == IPv6 {
-			max = 128
+			n, err := strconv.ParseUint(args[0], 10, 8)
+			if err != nil || n > 128 {
+				return badValue("connlimit", "--connlimit-mask", args[0], "a prefix length 0-128")
+			}
+			b.m.Mask = uint8(n)
+			break
 		}
-		n, err := strconv.ParseUint(args[0], 10, 8)
-		if err != nil || n > max {
-			return badValue("connlimit", "--connlimit-mask", args[0], fmt.Sprintf("a prefix length 0-%d", max))
+		// iptables takes any number for IPv4 and keeps a longer prefix
+		// as /32 (101, 129, 255, 256 print as 32; docs/kernel-notes.md).
+		n, err := strconv.ParseUint(args[0], 10, 32)
+		if err != nil {
+			return badValue("connlimit", "--connlimit-mask", args[0], "a prefix length 0-32")
 		}
-		b.m.Mask = uint8(n)
+		b.m.Mask = uint8(min(n, 32))
 	case "connlimit-saddr", "connlimit-daddr":
 		if b.addrSide != "" && b.addrSide != opt {
 			return fmt.Errorf("%w: connlimit: option \"--%s\" cannot be used together with \"--%s\"", ErrIncompatibleOpts, b.addrSide, opt)

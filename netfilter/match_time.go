@@ -50,14 +50,16 @@ func init() {
 
 // parseTimeDate reads YYYY[-MM[-DD[Thh[:mm[:ss]]]]] as UTC.
 func parseTimeDate(opt, s string) (uint32, error) {
-	bad := fmt.Errorf("%w: time: invalid date %q for --%s (want YYYY[-MM[-DD[Thh[:mm[:ss]]]]], from 1970)", ErrBadValue, s, opt)
+	bad := fmt.Errorf("%w: time: invalid date %q for --%s (want YYYY[-MM[-DD[Thh[:mm[:ss]]]]], years 1970-2038)", ErrBadValue, s, opt)
 	datePart, clock, hasClock := strings.Cut(s, "T")
 	f := strings.Split(datePart, "-")
 	if len(f) > 3 {
 		return 0, bad
 	}
 	v := []int{0, 1, 1, 0, 0, 0}
-	lim := [][2]int{{1970, 9999}, {1, 12}, {1, 31}, {0, 23}, {0, 59}, {0, 59}}
+	// iptables takes years 1970 to 2038 ("Invalid date" beyond;
+	// docs/kernel-notes.md).
+	lim := [][2]int{{1970, 2038}, {1, 12}, {1, 31}, {0, 23}, {0, 59}, {0, 59}}
 	parts := f
 	if hasClock {
 		if len(f) != 3 {
@@ -119,8 +121,12 @@ func (m *TimeMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 		var days uint8
 		for _, t := range strings.Split(s, ",") {
 			d := 0
-			if n, e := strconv.Atoi(t); e == nil && n >= 1 && n <= 7 {
-				d = n
+			if n, e := strconv.ParseUint(t, 10, 32); e == nil && n >= 1 {
+				// iptables shifts 1 by the number on a 32-bit int
+				// (x86 takes the count modulo 32) and keeps 8 bits:
+				// 8 sets nothing, 100 is Thu (docs/kernel-notes.md).
+				days |= uint8(uint32(1) << (n % 32))
+				continue
 			} else if t != "" {
 				for i := 1; i <= 7; i++ {
 					if strings.HasPrefix(weekdayNames[i], t) {
@@ -142,13 +148,16 @@ func (m *TimeMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 		var days uint32
 		for _, t := range strings.Split(s, ",") {
 			n, e := strconv.Atoi(t)
-			if e != nil || n < 1 || n > 31 {
+			// Day 0 is taken (a bit no day matches, never printed).
+			if e != nil || n < 0 || n > 31 {
 				return badValue("time", "--monthdays", s, "a list of days of the month 1..31")
 			}
 			days |= 1 << n
 		}
 		if inv {
-			days = ^days & timeAllMonthdays
+			// iptables flips days 1-31 and keeps day 0's bit: "!
+			// --monthdays 0" prints all 31 days.
+			days ^= timeAllMonthdays
 		}
 		m.Monthdays = days
 	case "localtz", "kerneltz":

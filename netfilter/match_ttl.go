@@ -44,7 +44,8 @@ func init() {
 		hl := p == "hl"
 		registerMatch(&module{name: p,
 			opts: []option{
-				{name: p + "-eq", args: 1, invert: true},
+				// "--ttl"/"--hl" is iptables' old spelling of -eq.
+				{name: p + "-eq", args: 1, invert: true, aliases: []string{p}},
 				{name: p + "-lt", args: 1},
 				{name: p + "-gt", args: 1},
 			},

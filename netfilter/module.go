@@ -39,6 +39,9 @@ type option struct {
 	// optional: the option takes one argument when the next word does not
 	// start with '-' or '!', none otherwise (rateest's --rateest-bps1).
 	optional bool
+	// only6: an option of the ip6tables form of the module alone (ah's
+	// --ahlen, --ahres), left out of iptables' abbreviation matching.
+	only6 bool
 }
 
 // ruleCtx is what a module's parser may consult about the rule around it.

@@ -904,6 +904,9 @@ func (p *ruleParser) expandAbbrev(name string) string {
 	}
 	scan := func(m *module) bool {
 		for _, o := range m.opts {
+			if o.only6 && p.ctx.family != IPv6 {
+				continue
+			}
 			if add(m.name, o.name, o.name) {
 				return true
 			}

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// ClassifyTarget is "-j CLASSIFY --set-class MAJOR:MINOR" (mangle table,
+// ClassifyTarget is "-j CLASSIFY --set-class MAJOR:MINOR" (any table,
 // OUTPUT, FORWARD and POSTROUTING): it sets the packet's Priority
 // (skb->priority, a tc class) to MAJOR<<16 | MINOR and continues. Both
 // numbers are hexadecimal and, as iptables reads them, only their low 16
@@ -15,7 +15,7 @@ type ClassifyTarget struct {
 }
 
 func init() {
-	registerTarget(&module{name: "CLASSIFY", tables: mangle, hooks: []Hook{Output, Forward, Postrouting},
+	registerTarget(&module{name: "CLASSIFY", hooks: []Hook{Output, Forward, Postrouting},
 		opts:       []option{{name: "set-class", args: 1}},
 		newBuilder: func(*ruleCtx) builder { return &classifyTargetBuilder{} }})
 }

@@ -57,6 +57,11 @@ func (b *idletimerTargetBuilder) done(*ruleCtx) (any, error) {
 	if b.t.Timeout == 0 {
 		return nil, fmt.Errorf("%w: IDLETIMER --timeout 0 (the kernel refuses it)", ErrBadValue)
 	}
+	if b.t.Label == "" {
+		// The kernel names a sysfs file after the label: an empty one is
+		// refused (iptables-restore: RULE_APPEND failed (Invalid argument)).
+		return nil, fmt.Errorf("%w: IDLETIMER --label \"\" (the kernel refuses an empty label)", ErrBadValue)
+	}
 	t := b.t
 	return &t, nil
 }

@@ -164,6 +164,12 @@ func TestGrammarCasesParse(t *testing.T) {
 			// iptables-restore refuses (docs/kernel-notes.md).
 			continue
 		}
+		if err != nil && (strings.Contains(string(save), "--monthdays  ") || strings.Contains(string(save), "--weekdays  ")) {
+			// Nor for "-m time --monthdays 0" or "--weekdays 8": a bit
+			// no day has, never printed, so iptables-save prints an
+			// empty list (docs/kernel-notes.md).
+			continue
+		}
 		if err != nil {
 			t.Fatalf("own save refused: %v\n%s\nsave:\n%s\n%s", err, c, save, replayHint(seed, i))
 		}
@@ -568,7 +574,7 @@ func deterministicForPackets(c gCase) bool {
 	if c.Table == "nat" || c.Chain == userChain {
 		return false
 	}
-	for _, w := range []string{"statistic", "limit", "recent", "set", "SET", "nfacct", "owner", "helper", "CT", "physdev", "TRACE", "udplite", "pwset", "QUEUE"} {
+	for _, w := range append([]string{"statistic", "limit", "recent", "set", "SET", "nfacct", "owner", "helper", "CT", "physdev", "TRACE", "udplite", "pwset", "QUEUE"}, gExtNoPackets...) {
 		for _, tok := range strings.Fields(c.Rule) {
 			if tok == w {
 				return false

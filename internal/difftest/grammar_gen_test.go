@@ -131,7 +131,7 @@ func (c gCase) String() string {
 // grammarCase draws case i of seed; the same pair always gives the same
 // case, whatever else is drawn.
 func grammarCase(seed uint64, i int) gCase {
-	g := &gramGen{r: rand.New(rand.NewPCG(seed, uint64(i)))}
+	g := &gramGen{r: rand.New(rand.NewPCG(seed, uint64(i))), ext: grammarExt()}
 	c := g.draw()
 	c.Index = i
 	return c
@@ -144,6 +144,7 @@ type gramGen struct {
 	chain string
 	parts []string
 	proto string // the -p given, "" for none
+	ext   bool   // draw the issue-19 extensions too (grammarExt)
 }
 
 func (g *gramGen) n(k int) int              { return g.r.IntN(k) }
@@ -485,6 +486,10 @@ var gMatches = []string{"addrtype", "comment", "conntrack", "state", "connmark",
 	"sctp", "set", "statistic", "tcp", "udp", "udplite"}
 
 func (g *gramGen) match() {
+	if g.ext && g.chance(2) {
+		g.extMatch()
+		return
+	}
 	m := gMatches[g.n(len(gMatches))]
 	if g.chance(5) { // two modules sharing an option name in one rule
 		m = g.pick("mark", "connmark")
@@ -751,6 +756,10 @@ var gTargets = []string{"ACCEPT", "DROP", "RETURN", "ACCEPT", "DROP", userChain,
 
 func (g *gramGen) target() {
 	if g.chance(6) {
+		return
+	}
+	if g.ext && g.chance(3) {
+		g.extTarget()
 		return
 	}
 	t := gTargets[g.n(len(gTargets))]

@@ -1,0 +1,26 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-N ISTIO_DIVERT
+-N ISTIO_INBOUND
+-N ISTIO_TPROXY
+-A PREROUTING -i not-istio-nic -j RETURN
+-A PREROUTING -p tcp -j ISTIO_INBOUND
+-A PREROUTING -p tcp -m mark --mark 0x539 -j CONNMARK --save-mark --nfmask 0xffffffff --ctmask 0xffffffff
+-A OUTPUT -o not-istio-nic -j RETURN
+-A OUTPUT -o lo -p tcp -m mark --mark 0x539 -j RETURN
+-A OUTPUT ! -d 127.0.0.1/32 -o lo -p tcp -m owner --uid-owner 1337 -j MARK --set-xmark 0x53a/0xffffffff
+-A OUTPUT ! -d 127.0.0.1/32 -o lo -p tcp -m owner --gid-owner 1337 -j MARK --set-xmark 0x53a/0xffffffff
+-A OUTPUT -p tcp -m connmark --mark 0x539 -j CONNMARK --restore-mark --nfmask 0xffffffff --ctmask 0xffffffff
+-A ISTIO_DIVERT -j MARK --set-xmark 0x539/0xffffffff
+-A ISTIO_DIVERT -j ACCEPT
+-A ISTIO_INBOUND -p tcp -m mark --mark 0x539 -j RETURN
+-A ISTIO_INBOUND -s 127.0.0.6/32 -i lo -p tcp -j RETURN
+-A ISTIO_INBOUND -i lo -p tcp -m mark ! --mark 0x53a -j RETURN
+-A ISTIO_INBOUND -p tcp -m socket -j ISTIO_DIVERT
+-A ISTIO_INBOUND -p tcp -m conntrack --ctstate RELATED,ESTABLISHED -j ISTIO_DIVERT
+-A ISTIO_INBOUND -p tcp -j ISTIO_TPROXY
+-A ISTIO_TPROXY ! -d 127.0.0.1/32 -p tcp -j TPROXY --on-port 15006 --on-ip 0.0.0.0 --tproxy-mark 0x539/0xffffffff
