@@ -158,7 +158,7 @@ type Packet struct {
 	CgroupClassID uint32
 	CgroupPath    string
 
-	// --- Packet bytes, for the string, u32 and bpf matches (issue 19) ---
+	// --- Packet bytes, for the string, u32 and bpf matches ---
 
 	// Raw is the packet's bytes from the IP header on, when known.
 	// FrameHost fills it from the frame when a loaded rule reads packet

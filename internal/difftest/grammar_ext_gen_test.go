@@ -8,7 +8,7 @@ import (
 	"github.com/packetwalk/packetwalk/netfilter"
 )
 
-// The extension modules of issue 19 (docs/extensions.md), drawn only when
+// The extension modules of docs/extensions.md, drawn only when
 // PACKETWALK_GRAMMAR_EXT=1: their grammar (testdata/grammar/*-m-NAME.txt,
 // *-j-NAME.txt, recorded by record.sh) is newer in the differential, and
 // keeping them out of the default draw leaves the default seed's cases
