@@ -3,6 +3,7 @@ package inet
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"testing"
 )
 
@@ -73,5 +74,23 @@ func TestNotModelled(t *testing.T) {
 	}
 	if errors.Is(errors.New("not modelled by packetwalk"), ErrNotModelled) || errors.Is(e, NotModelled("set type not supported")) {
 		t.Error("an unrelated error matches")
+	}
+}
+
+func TestAppendAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.1.2.3":         "10.1.2.3",
+		"::":               "::",
+		"::1":              "::1",
+		"::5:0":            "::0.5.0.0",
+		"::102:304":        "::1.2.3.4",
+		"::ffff:10.1.2.3":  "::ffff:10.1.2.3",
+		"fd00::1":          "fd00::1",
+		"::ff":             "::ff",
+		"2001:db8::10:0:0": "2001:db8::10:0:0",
+	} {
+		if got := string(AppendAddr(nil, netip.MustParseAddr(in))); got != want {
+			t.Errorf("AppendAddr(%s) = %q, want %q", in, got, want)
+		}
 	}
 }

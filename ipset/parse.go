@@ -403,7 +403,7 @@ func (s *Set) appendKey(b []byte, k ekey) []byte {
 			if i > 0 {
 				a, c = k.a2, k.c2
 			}
-			b = appendLibcAddr(b, a)
+			b = inet.AppendAddr(b, a)
 			if d == dimNet && int(c) != s.maxBits() {
 				b = append(b, '/')
 				b = strconv.AppendUint(b, uint64(c), 10)
@@ -464,26 +464,4 @@ func (s *Set) parseAddrRange(as, bs string) (netip.Addr, netip.Addr, error) {
 		a, b = b, a
 	}
 	return a, b, nil
-}
-
-// appendLibcAddr appends an address as glibc's inet_ntop writes it, as
-// ipset prints elements: Go's form except for an IPv6 address whose first
-// 96 bits are zero, printed "::a.b.c.d" ("::0.5.0.0", not "::5:0"), unless
-// it is :: or ::1.
-func appendLibcAddr(b []byte, a netip.Addr) []byte {
-	if a.Is6() && !a.Is4In6() {
-		s := a.As16()
-		zero := true
-		for _, x := range s[:12] {
-			if x != 0 {
-				zero = false
-				break
-			}
-		}
-		if zero && (s[12] != 0 || s[13] != 0) {
-			b = append(b, "::"...)
-			return netip.AddrFrom4([4]byte(s[12:])).AppendTo(b)
-		}
-	}
-	return a.AppendTo(b)
 }

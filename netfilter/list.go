@@ -2,6 +2,7 @@ package netfilter
 
 import (
 	"fmt"
+	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
 )
@@ -217,11 +218,11 @@ func (rs *Ruleset) appendListAddr(b []byte, p netip.Prefix, mask netip.Addr, inv
 		if name != "" {
 			b = append(b, name...)
 		} else {
-			b = appendLibcAddr(b, a)
+			b = inet.AppendAddr(b, a)
 		}
 		if mask.IsValid() {
 			b = append(b, '/')
-			b = appendLibcAddr(b, mask)
+			b = inet.AppendAddr(b, mask)
 		} else if p.Bits() != a.BitLen() {
 			b = append(b, '/')
 			b = strconv.AppendInt(b, int64(p.Bits()), 10)
@@ -260,7 +261,7 @@ var listNetworkNames = map[netip.Addr]string{
 // appendLibcPrefix appends "ADDR/BITS" with the address as glibc writes
 // it, as iptables-save and -S print -s and -d.
 func appendLibcPrefix(b []byte, p netip.Prefix) []byte {
-	b = appendLibcAddr(b, p.Addr())
+	b = inet.AppendAddr(b, p.Addr())
 	b = append(b, '/')
 	return strconv.AppendInt(b, int64(p.Bits()), 10)
 }
@@ -271,29 +272,9 @@ func appendLibcMasked(b []byte, p netip.Prefix, mask netip.Addr) []byte {
 	if !mask.IsValid() {
 		return appendLibcPrefix(b, p)
 	}
-	b = appendLibcAddr(b, p.Addr())
+	b = inet.AppendAddr(b, p.Addr())
 	b = append(b, '/')
-	return appendLibcAddr(b, mask)
-}
-
-// appendLibcAddr appends an address as glibc's inet_ntop writes it, which
-// differs from Go for IPv4-compatible IPv6 addresses ("::1.2.3.4").
-func appendLibcAddr(b []byte, a netip.Addr) []byte {
-	if a.Is6() && !a.Is4In6() {
-		s := a.As16()
-		zero := true
-		for _, x := range s[:12] {
-			if x != 0 {
-				zero = false
-				break
-			}
-		}
-		if zero && (s[12] != 0 || s[13] != 0) {
-			b = append(b, "::"...)
-			return netip.AddrFrom4([4]byte(s[12:])).AppendTo(b)
-		}
-	}
-	return a.AppendTo(b)
+	return inet.AppendAddr(b, mask)
 }
 
 // appendNum appends a counter as xtables_print_num does: padded columns

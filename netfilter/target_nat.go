@@ -277,10 +277,10 @@ func (t *NATTarget) appendRange(b []byte) []byte {
 		b = append(b, '[')
 	}
 	if t.MinAddr.IsValid() {
-		b = appendLibcAddr(b, t.MinAddr)
+		b = inet.AppendAddr(b, t.MinAddr)
 		if t.MaxAddr != t.MinAddr {
 			b = append(b, '-')
-			b = appendLibcAddr(b, t.MaxAddr)
+			b = inet.AppendAddr(b, t.MaxAddr)
 		}
 	}
 	if bracket {
