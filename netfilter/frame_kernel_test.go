@@ -87,6 +87,16 @@ func TestKernelFrameHost(t *testing.T) {
 			"-A PREROUTING -d 10.96.0.10/32 -p tcp -m tcp --dport 80 -j DNAT --to-destination 10.244.1.5:8080\nCOMMIT\n" +
 			header + "-A FORWARD -p tcp -m tcp --dport 8080 -j REJECT --reject-with tcp-reset\nCOMMIT\n",
 			kerneltest.FrameSpec{Proto: "tcp", Src: client, Dst: svc, SrcPort: 40008, DstPort: 80, TCPFlags: "SYN", Seq: 1000, ID: 0x79, DF: true}, nil, ""},
+		// ip_forward answers a packet whose TTL would reach 0 with an ICMP
+		// time exceeded from the node's address facing the client, quoting
+		// the packet with the TTL it arrived with.
+		{"ttl-exceeded", header + "COMMIT\n",
+			kerneltest.FrameSpec{Proto: "udp", Src: client, Dst: server, SrcPort: 40009, DstPort: 53, ID: 0x7a, TTL: 1, PayloadLen: 8}, nil, ""},
+		{"ttl-exceeded-dnat", natHeader +
+			"-A PREROUTING -d 10.96.0.10/32 -p udp -m udp --dport 69 -j DNAT --to-destination 10.244.1.5:6969\nCOMMIT\n" + header + "COMMIT\n",
+			kerneltest.FrameSpec{Proto: "udp", Src: client, Dst: svc, SrcPort: 40010, DstPort: 69, ID: 0x7b, TTL: 1, PayloadLen: 4}, nil, ""},
+		{"ttl-exceeded-tcp-tos", header + "COMMIT\n",
+			kerneltest.FrameSpec{Proto: "tcp", Src: client, Dst: server, SrcPort: 40011, DstPort: 80, TCPFlags: "SYN", Seq: 42, ID: 0x7c, TTL: 1, TOS: 0x10, DF: true}, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, lab.Reset(tc.rules))

@@ -376,6 +376,15 @@ func (h *Host) walkHooks(w *walk, local bool) {
 	if reason != NoReason {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
 		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
+		if reason == ReasonTTLExceeded {
+			// ip_forward and ip6_forward answer with an ICMP time
+			// exceeded, sent like REJECT's replies (icmp_send).
+			if e, ok := h.timeExceededReply(p); ok {
+				if out, ok := h.sendEmitted(w, e); ok {
+					res.Emitted = append(res.Emitted, out)
+				}
+			}
+		}
 		return
 	}
 	p.Out = out.Iface

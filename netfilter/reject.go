@@ -122,3 +122,24 @@ func (h *Host) rejectReply(p *Packet, k rejectKind) (Packet, bool) {
 	}
 	return r, true
 }
+
+// timeExceededReply is the ICMP error ip_forward and ip6_forward send back
+// for a packet whose TTL or hop limit would reach 0 (ICMP time exceeded,
+// type 11 code 0; ICMPv6 type 3 code 0). It is built like REJECT's ICMP
+// errors (same source choice, quoting, size bounds and exclusions: no
+// error about an error, a fragment or a broadcast). The kernel rate-limits
+// ICMP errors per destination (net.ipv4.icmp_ratelimit, a token bucket
+// with a burst of several packets); packetwalk does not model the limit,
+// so a long burst of such packets gets more replies than the kernel sends.
+func (h *Host) timeExceededReply(p *Packet) (Packet, bool) {
+	r, ok := h.rejectReply(p, RejectICMPPortUnreachable)
+	if !ok {
+		return r, false
+	}
+	if r.Family == IPv6 {
+		r.ICMPType, r.ICMPCode = 3, 0
+	} else {
+		r.ICMPType, r.ICMPCode = 11, 0
+	}
+	return r, true
+}
