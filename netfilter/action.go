@@ -79,7 +79,8 @@ const (
 	ReasonProhibited
 	// ReasonForwardingDisabled: "forwarding disabled" (HostConfig.NoForwarding).
 	ReasonForwardingDisabled
-	// ReasonTTLExceeded: "TTL exceeded", a forwarded packet with TTL <= 1.
+	// ReasonTTLExceeded: "TTL exceeded", a forwarded packet with TTL <= 1,
+	// answered with an ICMP time exceeded (Result.Emitted).
 	ReasonTTLExceeded
 	// ReasonMartianSource: "martian source", a 127.0.0.0/8 source received
 	// off lo with route_localnet=0.

@@ -40,7 +40,9 @@
 //   - Received: PREROUTING, then the routing decision (Host.martian for
 //     route_localnet, Host.route in route.go, whose IPv4 table is compiled
 //     to integer prefixes), then INPUT (delivered) or, after the TTL check,
-//     FORWARD and POSTROUTING (forwarded).
+//     FORWARD and POSTROUTING (forwarded). A packet failing the TTL check
+//     is answered with an ICMP time exceeded (Host.timeExceededReply in
+//     reject.go), sent like REJECT's replies.
 //   - Sent: routing first (the source address is chosen by Host.sourceFor
 //     when unset), OUTPUT, a second route lookup (DNAT or a mark may change
 //     it), POSTROUTING; a packet to a local address then comes back in

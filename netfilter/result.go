@@ -100,8 +100,9 @@ type Result struct {
 	// Packet is the packet as it leaves the host (or as it was when it
 	// was dropped); its Out field names the output interface.
 	Packet Packet
-	// Emitted holds packets netfilter itself generated, such as REJECT's
-	// TCP reset or ICMP error, as they left the host (Out set). A reply to
+	// Emitted holds packets the host itself generated, such as REJECT's
+	// TCP reset or ICMP error, or the ICMP time exceeded that answers a
+	// ReasonTTLExceeded drop, as they left the host (Out set). A reply to
 	// a packet the host sent itself is delivered back to it through lo:
 	// In is "lo" and Out empty.
 	Emitted []Packet
