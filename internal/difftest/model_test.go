@@ -228,13 +228,13 @@ func simRunPacket(h *netfilter.Host, from Origin, sp netfilter.Packet) simOutcom
 		if r, ok := stackReply(o.Result.Packet); ok {
 			extra = append(extra, r)
 		}
-	case netfilter.Rejected:
-		// The host sends REJECT's replies through OUTPUT and POSTROUTING
-		// itself; Emitted holds them as they left.
-		for _, e := range o.Result.Emitted {
-			o.Notes = append(o.Notes, fmt.Sprintf("REJECT sends %s", keyOfSim(e, "?")))
-			o.addFrame(netfilter.Result{Disposition: netfilter.Sent, Packet: e})
-		}
+	}
+	// The host sends REJECT's replies and the ICMP time exceeded of a
+	// packet it cannot forward through OUTPUT and POSTROUTING itself;
+	// Emitted holds them as they left.
+	for _, e := range o.Result.Emitted {
+		o.Notes = append(o.Notes, fmt.Sprintf("%s: the node sends %s", o.Result.Disposition, keyOfSim(e, "?")))
+		o.addFrame(netfilter.Result{Disposition: netfilter.Sent, Packet: e})
 	}
 	for _, e := range extra {
 		res := h.Send(e)
