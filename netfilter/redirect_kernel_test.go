@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -165,6 +166,10 @@ func TestKernelRedirectAddress(t *testing.T) {
 	tentative = []netip.Addr{a("fd00:77::1")}
 	out, _, _ = node.Exec("", "ip", "-6", "addr", "show", "dev", "eth0")
 	require.Contains(t, out, "fd00:77::1/64 scope global tentative")
+	// The new address makes the kernel send its DAD solicitation and MLD
+	// reports after random delays of up to a second each; let them pass
+	// before the rules (and their counters) are reset for the test packet.
+	time.Sleep(2500 * time.Millisecond)
 	t.Run("eth0/tentative-skipped", func(t *testing.T) {
 		assert.Equal(t, a("fd00:10::9"), run(t, eth1, "eth0", a("fd00:10::2"), a("fd00:244::5")))
 	})
