@@ -2,12 +2,8 @@ package difftest
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -15,16 +11,12 @@ import (
 
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
-	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )
 
 // caseResult is the comparison of one case.
 type caseResult struct {
-	Diffs      []string
-	Transcript string
-	// Skipped reports a ruleset both refused.
-	Skipped bool
+	outcome
 	// Sim and Kernel are, per packet, packetwalk's outcome and the frames
 	// the lab captured.
 	Sim    []simOutcome
@@ -54,72 +46,89 @@ func runCase(lab *kerneltest.Lab, c genCase, st *caseStats) (caseResult, error) 
 	} else {
 		kernErr = lab.Reset(c.Rules)
 	}
-	var ce *kerneltest.CommandError
-	if kernErr != nil && !errors.As(kernErr, &ce) {
-		return res, kernErr // the harness failed, not the tool
-	}
-	switch {
-	case kernErr != nil && simErr != nil:
-		res.Skipped = true
-		return res, nil
-	case kernErr != nil:
-		res.Diffs = []string{"kernel refused the ruleset, packetwalk loaded it: " + ce.Stderr}
-		return res, nil
-	case simErr != nil:
-		res.Diffs = []string{"packetwalk refused the ruleset, the kernel loaded it: " + simErr.Error()}
-		return res, nil
+	o, ok, err := loaded("ruleset", kernErr, simErr)
+	if !ok {
+		res.outcome = o
+		return res, err
 	}
 	var tr strings.Builder
 	for i, p := range c.Packets {
-		obs, refused, err := kernelSend(lab, p)
-		if err != nil {
-			return res, fmt.Errorf("packet %d (%s): %w", i+1, p, err)
-		}
-		so := simRun(h, p)
-		kf := kernelFrames(obs)
-		res.Sim, res.Kernel = append(res.Sim, so), append(res.Kernel, kf)
-		if st != nil {
-			st.disp[so.Result.Disposition].Add(1)
-			st.frames.Add(int64(len(kf)))
-			if p.Perturb != "" {
-				st.perturbed.Add(1)
-				if so.Result.Conn == nil {
-					st.perturbedNoConn.Add(1)
-				}
-			}
-		}
-		fmt.Fprintf(&tr, "packet %d %s\n  packetwalk: %s at %s; frames %q; %s\n  kernel: frames %q refused=%v\n",
-			i+1, p, so.Result.Disposition, whereString(so.Result.Where), so.Frames, strings.Join(so.Notes, "; "), kf, refused)
-		if strings.Join(kf, "\n") != strings.Join(so.Frames, "\n") {
-			res.Diffs = append(res.Diffs, fmt.Sprintf("packet %d: kernel frames %q, packetwalk frames %q", i+1, kf, so.Frames))
-		}
-		if p.From == FromNode && refused != (so.Result.Disposition == netfilter.Dropped) {
-			res.Diffs = append(res.Diffs, fmt.Sprintf("packet %d: kernel send refused=%v, packetwalk %s", i+1, refused, so.Result.Disposition))
+		if err := sendCompared(lab, h, i, p, &res, st, &tr); err != nil {
+			return res, err
 		}
 	}
-	var err error
-	saveTool := "iptables-save"
-	if fam == netfilter.IPv6 {
-		saveTool = "ip6tables-save"
-		res.KernelCounters, err = lab.Counters6()
-	} else {
-		res.KernelCounters, err = lab.Counters()
-	}
+	var diffs []string
+	res.KernelCounters, diffs, err = counterDiffs(lab, h, fam)
 	if err != nil {
 		return res, err
 	}
-	sc, err := simCounters(h, fam)
-	if err != nil {
-		return res, fmt.Errorf("parse packetwalk save: %w", err)
-	}
-	res.Diffs = append(res.Diffs, compareCounters(res.KernelCounters, sc)...)
+	res.Diffs = append(res.Diffs, diffs...)
 	if len(res.Diffs) > 0 {
-		ks, _, _ := lab.Node().Exec("", saveTool, "-c")
-		fmt.Fprintf(&tr, "kernel %s -c:\n%s\npacketwalk:\n%s", saveTool, ks,
-			h.Ruleset(fam).AppendSave(nil, netfilter.SaveOptions{Counters: true}))
+		tr.WriteString(savesWithCounters(lab, h, fam))
 	}
 	res.Transcript = tr.String()
 	return res, nil
+}
+
+// sendCompared sends packet i of a case through the lab and h, adds both
+// outcomes to res and the transcript, counts it in st (unless nil) and
+// notes where the two differ.
+func sendCompared(lab *kerneltest.Lab, h *netfilter.Host, i int, p genPacket, res *caseResult, st *caseStats, tr *strings.Builder) error {
+	obs, refused, err := kernelSend(lab, p)
+	if err != nil {
+		return fmt.Errorf("packet %d (%s): %w", i+1, p, err)
+	}
+	so := simRun(h, p)
+	kf := kernelFrames(obs)
+	res.Sim, res.Kernel = append(res.Sim, so), append(res.Kernel, kf)
+	if st != nil {
+		st.disp[so.Result.Disposition].Add(1)
+		st.frames.Add(int64(len(kf)))
+		if p.Perturb != "" {
+			st.perturbed.Add(1)
+			if so.Result.Conn == nil {
+				st.perturbedNoConn.Add(1)
+			}
+		}
+	}
+	fmt.Fprintf(tr, "packet %d %s\n  packetwalk: %s at %s; frames %q; %s\n  kernel: frames %q refused=%v\n",
+		i+1, p, so.Result.Disposition, whereString(so.Result.Where), so.Frames, strings.Join(so.Notes, "; "), kf, refused)
+	if strings.Join(kf, "\n") != strings.Join(so.Frames, "\n") {
+		res.Diffs = append(res.Diffs, fmt.Sprintf("packet %d: kernel frames %q, packetwalk frames %q", i+1, kf, so.Frames))
+	}
+	if p.From == FromNode && refused != (so.Result.Disposition == netfilter.Dropped) {
+		res.Diffs = append(res.Diffs, fmt.Sprintf("packet %d: kernel send refused=%v, packetwalk %s", i+1, refused, so.Result.Disposition))
+	}
+	return nil
+}
+
+// counterDiffs reads the node's rule and policy counters of fam and
+// compares them with h's.
+func counterDiffs(lab *kerneltest.Lab, h *netfilter.Host, fam netfilter.Family) (kern kerneltest.Counters, diffs []string, err error) {
+	if fam == netfilter.IPv6 {
+		kern, err = lab.Counters6()
+	} else {
+		kern, err = lab.Counters()
+	}
+	if err != nil {
+		return kern, nil, err
+	}
+	sc, err := simCounters(h, fam)
+	if err != nil {
+		return kern, nil, fmt.Errorf("parse packetwalk save: %w", err)
+	}
+	return kern, compareCounters(kern, sc), nil
+}
+
+// savesWithCounters is how a failed case's transcript ends: both rulesets
+// of fam, with their counters.
+func savesWithCounters(lab *kerneltest.Lab, h *netfilter.Host, fam netfilter.Family) string {
+	tool := "iptables-save"
+	if fam == netfilter.IPv6 {
+		tool = "ip6tables-save"
+	}
+	ks, _, _ := lab.Node().Exec("", tool, "-c")
+	return fmt.Sprintf("kernel %s -c:\n%s\npacketwalk:\n%s", tool, ks, h.Ruleset(fam).AppendSave(nil, netfilter.SaveOptions{Counters: true}))
 }
 
 // caseStats counts what the packets of a run did, to show coverage.
@@ -181,78 +190,35 @@ func kernelSend(lab *kerneltest.Lab, p genPacket) (obs kerneltest.Observation, r
 	}
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 // TestKernelDifferential runs random rulesets and packets through the
 // kernel and packetwalk and requires the same outcome for every packet and
 // the same counters for every rule. PACKETWALK_DIFF_CASES (default 2000)
 // sets the number of cases, PACKETWALK_DIFF_LABS (default 4) the number of
 // labs run in parallel; -rapid.seed reproduces a run.
 func TestKernelDifferential(t *testing.T) {
-	kerneltest.Require(t)
+	runSuite(t, packetSuite(envInt("PACKETWALK_DIFF_CASES", 2000), "cases", drawCase(caseGen), runCase))
+}
+
+// packetSuite is a suite of cases run packet by packet in the plain lab,
+// counted by caseStats; what names them in the summary.
+func packetSuite[C fmt.Stringer](n int, what string, gen func(*rapid.T) C, run func(*kerneltest.Lab, C, *caseStats) (caseResult, error)) diffSuite[C, caseResult] {
 	var ran, skipped atomic.Int64
 	var st caseStats
-	took := forEachLab(t, envInt("PACKETWALK_DIFF_CASES", 2000), func(t testing.TB) *kerneltest.Lab {
-		return kerneltest.NewLab(t, kerneltest.LabConfig{})
-	}, func(rt *rapid.T, lab *kerneltest.Lab) {
-		c := caseGen.Draw(rt, "case")
-		res, err := runCase(lab, c, &st)
-		if err != nil {
-			rt.Fatalf("harness: %v\n%s", err, c)
-		}
-		ran.Add(1)
-		if res.Skipped {
-			skipped.Add(1)
-		}
-		if len(res.Diffs) > 0 {
-			rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
-		}
-	})
-	t.Logf("%d cases (%d rulesets refused by both) in %v; %s", ran.Load(), skipped.Load(), took, &st)
-}
-
-// forEachLab checks cases in PACKETWALK_DIFF_LABS (default 4) labs in
-// parallel, total cases in all, each lab made by newLab; check draws a case
-// and fails on a divergence, which rapid shrinks and names by its seed.
-func forEachLab(t *testing.T, total int, newLab func(testing.TB) *kerneltest.Lab, check func(*rapid.T, *kerneltest.Lab)) time.Duration {
-	labs := envInt("PACKETWALK_DIFF_LABS", 4)
-	setChecks(t, (total+labs-1)/labs)
-	start := time.Now()
-	t.Run("labs", func(t *testing.T) {
-		for i := range labs {
-			t.Run(fmt.Sprintf("lab%d", i), func(t *testing.T) {
-				t.Parallel()
-				lab := newLab(t)
-				rapid.Check(t, func(rt *rapid.T) { check(rt, lab) })
-			})
-		}
-	})
-	return time.Since(start).Round(time.Millisecond)
-}
-
-// checksGiven reports whether -rapid.checks was given on the command line;
-// it is read before any test changes the flag.
-var checksGiven = sync.OnceValue(func() bool {
-	f := flag.Lookup("rapid.checks")
-	return f != nil && f.Value.String() != f.DefValue
-})
-
-// setChecks makes rapid run n checks for the rest of test t (rapid reads a
-// global flag), unless -rapid.checks was given, and restores it afterwards
-// so other tests keep their own count.
-func setChecks(t *testing.T, n int) {
-	f := flag.Lookup("rapid.checks")
-	if f == nil || checksGiven() {
-		return
+	return diffSuite[C, caseResult]{
+		cases:  n,
+		newLab: plainLab,
+		gen:    gen,
+		run:    func(lab *kerneltest.Lab, c C) (caseResult, error) { return run(lab, c, &st) },
+		tally: func(_ C, r caseResult) {
+			ran.Add(1)
+			if r.Skipped {
+				skipped.Add(1)
+			}
+		},
+		summary: func(took time.Duration) string {
+			return fmt.Sprintf("%d %s (%d refused by both) in %v; %s", ran.Load(), what, skipped.Load(), took, &st)
+		},
 	}
-	old := f.Value.String()
-	require.NoError(t, flag.Set("rapid.checks", strconv.Itoa(n)))
-	t.Cleanup(func() { _ = flag.Set("rapid.checks", old) })
 }
 
 func whereString(w netfilter.Step) string {

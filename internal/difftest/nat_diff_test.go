@@ -2,19 +2,18 @@ package difftest
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
-	"pgregory.net/rapid"
 )
 
 // The NAT labs route everything else out of eth0 via the client, as a
@@ -189,9 +188,7 @@ func natKeyOfKernel(c kerneltest.Captured) string {
 
 // flowResult is the comparison of one natCase.
 type flowResult struct {
-	Diffs      []string
-	Transcript string
-	Skipped    bool
+	outcome
 	// Kernel and Sim are, per flow, the normalised conntrack lines.
 	Kernel, Sim [][]string
 	// KernelFrames and SimFrames are the frame keys, per flow and packet.
@@ -208,21 +205,10 @@ func runNATCase(lab *kerneltest.Lab, c natCase) (flowResult, error) {
 	var res flowResult
 	h := newNATSimHost()
 	simErr := h.Restore(netfilter.IPv4, []byte(c.Rules), netfilter.RestoreOptions{})
-	kernErr := lab.Reset(c.Rules)
-	var ce *kerneltest.CommandError
-	if kernErr != nil && !errors.As(kernErr, &ce) {
-		return res, kernErr
-	}
-	switch {
-	case kernErr != nil && simErr != nil:
-		res.Skipped = true
-		return res, nil
-	case kernErr != nil:
-		res.Diffs = []string{"kernel refused the ruleset, packetwalk loaded it: " + ce.Stderr}
-		return res, nil
-	case simErr != nil:
-		res.Diffs = []string{"packetwalk refused the ruleset, the kernel loaded it: " + simErr.Error()}
-		return res, nil
+	o, ok, err := loaded("ruleset", lab.Reset(c.Rules), simErr)
+	if !ok {
+		res.outcome = o
+		return res, err
 	}
 	var tr strings.Builder
 	for fi, f := range c.Flows {
@@ -240,32 +226,24 @@ func runNATCase(lab *kerneltest.Lab, c natCase) (flowResult, error) {
 		for _, e := range h.Conntrack().Entries() {
 			sl = append(sl, string(e.AppendText(nil, now, conntrack.Format{})))
 		}
-		kn, km := normalizeConntrack(kl)
+		kn, _ := normalizeConntrack(kl)
 		sn, sm := normalizeConntrack(sl)
 		res.Masked += sm
-		_ = km
 		res.Kernel, res.Sim = append(res.Kernel, kn), append(res.Sim, sn)
 		if strings.Join(kn, "\n") != strings.Join(sn, "\n") {
 			res.Diffs = append(res.Diffs, fmt.Sprintf("after flow %d: conntrack differs\n    kernel:     %s\n    packetwalk: %s",
 				fi+1, strings.Join(kn, "\n                "), strings.Join(sn, "\n                ")))
 		}
-		kc, err := lab.Counters()
+		_, diffs, err := counterDiffs(lab, h, netfilter.IPv4)
 		if err != nil {
 			return res, err
 		}
-		sc, err := simCounters(h, netfilter.IPv4)
-		if err != nil {
-			return res, fmt.Errorf("parse packetwalk save: %w", err)
-		}
-		if d := compareCounters(kc, sc); len(d) > 0 {
-			for _, x := range d {
-				res.Diffs = append(res.Diffs, fmt.Sprintf("after flow %d: %s", fi+1, x))
-			}
+		for _, x := range diffs {
+			res.Diffs = append(res.Diffs, fmt.Sprintf("after flow %d: %s", fi+1, x))
 		}
 	}
 	if len(res.Diffs) > 0 {
-		ks, _, _ := lab.Node().Exec("", "iptables-save", "-c")
-		fmt.Fprintf(&tr, "kernel iptables-save -c:\n%s\npacketwalk:\n%s", ks, h.Ruleset(netfilter.IPv4).AppendSave(nil, netfilter.SaveOptions{Counters: true}))
+		tr.WriteString(savesWithCounters(lab, h, netfilter.IPv4))
 	}
 	res.Transcript = tr.String()
 	return res, nil
@@ -485,31 +463,30 @@ func normalizeConntrack(lines []string) (out []string, masked int) {
 // kernel and packetwalk. PACKETWALK_NAT_CASES (default 600 cases, about
 // 1,200 flows) and PACKETWALK_DIFF_LABS (default 4) size the run.
 func TestKernelNATDifferential(t *testing.T) {
-	kerneltest.Require(t)
 	var cases, flows, pkts, skipped, masked, entries atomic.Int64
-	took := forEachLab(t, envInt("PACKETWALK_NAT_CASES", 600), newNATLab, func(rt *rapid.T, lab *kerneltest.Lab) {
-		c := natCaseGen.Draw(rt, "case")
-		res, err := runNATCase(lab, c)
-		if err != nil {
-			rt.Fatalf("harness: %v\n%s", err, c)
-		}
-		cases.Add(1)
-		if res.Skipped {
-			skipped.Add(1)
-		} else {
-			flows.Add(int64(len(c.Flows)))
-			for _, f := range res.KernelFrames {
-				pkts.Add(int64(len(f)))
+	runSuite(t, diffSuite[natCase, flowResult]{
+		cases:  envInt("PACKETWALK_NAT_CASES", 600),
+		newLab: newNATLab,
+		gen:    drawCase(natCaseGen),
+		run:    runNATCase,
+		tally: func(c natCase, res flowResult) {
+			cases.Add(1)
+			if res.Skipped {
+				skipped.Add(1)
+			} else {
+				flows.Add(int64(len(c.Flows)))
+				for _, f := range res.KernelFrames {
+					pkts.Add(int64(len(f)))
+				}
+				for _, k := range res.Kernel {
+					entries.Add(int64(len(k)))
+				}
 			}
-			for _, k := range res.Kernel {
-				entries.Add(int64(len(k)))
-			}
-		}
-		masked.Add(int64(res.Masked))
-		if len(res.Diffs) > 0 {
-			rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
-		}
+			masked.Add(int64(res.Masked))
+		},
+		summary: func(took time.Duration) string {
+			return fmt.Sprintf("%d cases (%d rulesets refused by both), %d flows, %d packets, %d conntrack lines compared (%d SNAT ports masked) in %v",
+				cases.Load(), skipped.Load(), flows.Load(), pkts.Load(), entries.Load(), masked.Load(), took)
+		},
 	})
-	t.Logf("%d cases (%d rulesets refused by both), %d flows, %d packets, %d conntrack lines compared (%d SNAT ports masked) in %v",
-		cases.Load(), skipped.Load(), flows.Load(), pkts.Load(), entries.Load(), masked.Load(), took)
 }

@@ -130,20 +130,7 @@ func runExpiryCase(lab *kerneltest.Lab, c xCase) (*xRun, error) {
 // PACKETWALK_NAT_EXPIRY_CASES (default 4: one per lab, run in parallel,
 // about 6 s in all).
 func TestKernelNATExpiry(t *testing.T) {
-	kerneltest.Require(t)
-	var st xStats
-	took := forEachLab(t, envInt("PACKETWALK_NAT_EXPIRY_CASES", 4), newXLab, func(rt *rapid.T, lab *kerneltest.Lab) {
-		c := genExpiryCase(rt)
-		r, err := runExpiryCase(lab, c)
-		if err != nil {
-			rt.Fatalf("harness: %v\n%s", err, c)
-		}
-		st.add(c, r)
-		if len(r.res.Diffs) > 0 {
-			rt.Fatalf("%d divergences:\n  %s\n%s%s", len(r.res.Diffs), strings.Join(r.res.Diffs, "\n  "), c, r.res.Transcript)
-		}
-	})
-	st.log(t, "expiry", took)
+	runSuite(t, xSuite("expiry", envInt("PACKETWALK_NAT_EXPIRY_CASES", 4), genExpiryCase, runExpiryCase))
 }
 
 // TestKernelNATExpiryNewChoice: two clients' flows from one source port

@@ -1,56 +1,48 @@
 package difftest
 
 import (
-	"strings"
+	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"pgregory.net/rapid"
 )
 
-// xStats sums up an extended differential run.
-type xStats struct {
-	cases, skipped, flows, pkts, entries, checked, renamed atomic.Int64
-}
-
-func (s *xStats) add(c xCase, r *xRun) {
-	s.cases.Add(1)
-	if r.res.Skipped {
-		s.skipped.Add(1)
-		return
+// xSuite is a suite of xCases drawn by gen and run by run in newXLab's
+// labs; what names it in the summary.
+func xSuite(what string, total int, gen func(*rapid.T) xCase, run func(*kerneltest.Lab, xCase) (*xRun, error)) diffSuite[xCase, *xRun] {
+	var cases, skipped, flows, pkts, entries, checked, renamed atomic.Int64
+	return diffSuite[xCase, *xRun]{
+		cases:  total,
+		newLab: newXLab,
+		gen:    gen,
+		run:    run,
+		tally: func(c xCase, r *xRun) {
+			cases.Add(1)
+			if r.res.Skipped {
+				skipped.Add(1)
+				return
+			}
+			flows.Add(int64(len(c.Flows)))
+			pkts.Add(int64(len(r.res.KernelFrames)))
+			for _, k := range r.res.Kernel {
+				entries.Add(int64(len(k)))
+			}
+			checked.Add(int64(r.Checked))
+			renamed.Add(int64(r.Renamed))
+		},
+		summary: func(took time.Duration) string {
+			return fmt.Sprintf("%s: %d cases (%d refused by both), %d flows, %d packets, %d conntrack lines compared, %d NAT choices checked against the rule (%d random ports renamed) in %v",
+				what, cases.Load(), skipped.Load(), flows.Load(), pkts.Load(), entries.Load(), checked.Load(), renamed.Load(), took)
+		},
 	}
-	s.flows.Add(int64(len(c.Flows)))
-	s.pkts.Add(int64(len(r.res.KernelFrames)))
-	for _, k := range r.res.Kernel {
-		s.entries.Add(int64(len(k)))
-	}
-	s.checked.Add(int64(r.Checked))
-	s.renamed.Add(int64(r.Renamed))
 }
 
-func (s *xStats) log(t *testing.T, what string, took any) {
-	t.Logf("%s: %d cases (%d refused by both), %d flows, %d packets, %d conntrack lines compared, %d NAT choices checked against the rule (%d random ports renamed) in %v",
-		what, s.cases.Load(), s.skipped.Load(), s.flows.Load(), s.pkts.Load(), s.entries.Load(), s.checked.Load(), s.renamed.Load(), took)
-}
-
-// runXDifferential draws cases with gen in PACKETWALK_DIFF_LABS labs and
-// fails on the first divergence.
+// runXDifferential runs the xCases gen draws, total in all.
 func runXDifferential(t *testing.T, what string, total int, gen func(*rapid.T) xCase) {
-	kerneltest.Require(t)
-	var st xStats
-	took := forEachLab(t, total, newXLab, func(rt *rapid.T, lab *kerneltest.Lab) {
-		c := gen(rt)
-		r, err := runXCase(lab, c)
-		if err != nil {
-			rt.Fatalf("harness: %v\n%s", err, c)
-		}
-		st.add(c, r)
-		if len(r.res.Diffs) > 0 {
-			rt.Fatalf("%d divergences:\n  %s\n%s%s", len(r.res.Diffs), strings.Join(r.res.Diffs, "\n  "), c, r.res.Transcript)
-		}
-	})
-	st.log(t, what, took)
+	runSuite(t, xSuite(what, total, gen, runXCase))
 }
 
 // TestKernelNATRangeDifferential: SNAT and MASQUERADE to address and port

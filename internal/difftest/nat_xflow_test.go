@@ -2,7 +2,6 @@ package difftest
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -292,21 +291,10 @@ func startX(lab *kerneltest.Lab, c xCase) (*xRun, bool, error) {
 		fam, rs = netfilter.IPv6, kerneltest.Ruleset{IPv6: c.Rules}
 	}
 	simErr := r.h.Restore(fam, []byte(c.Rules), netfilter.RestoreOptions{})
-	kernErr := lab.ResetRuleset(rs)
-	var ce *kerneltest.CommandError
-	if kernErr != nil && !errors.As(kernErr, &ce) {
-		return r, false, kernErr
-	}
-	switch {
-	case kernErr != nil && simErr != nil:
-		r.res.Skipped = true
-		return r, false, nil
-	case kernErr != nil:
-		r.res.Diffs = []string{"kernel refused the ruleset, packetwalk loaded it: " + ce.Stderr}
-		return r, false, nil
-	case simErr != nil:
-		r.res.Diffs = []string{"packetwalk refused the ruleset, the kernel loaded it: " + simErr.Error()}
-		return r, false, nil
+	o, ok, err := loaded("ruleset", lab.ResetRuleset(rs), simErr)
+	if !ok {
+		r.res.outcome = o
+		return r, false, err
 	}
 	if err := setLabTimeouts(lab, c.Timeouts); err != nil {
 		return r, false, err
@@ -337,14 +325,16 @@ func (r *xRun) finish() {
 	if len(r.res.Diffs) == 0 {
 		return
 	}
-	tool, fam := "iptables-save", netfilter.IPv4
+	fam := netfilter.IPv4
 	if r.c.V6 {
-		tool, fam = "ip6tables-save", netfilter.IPv6
+		fam = netfilter.IPv6
 	}
-	ks, _, _ := r.lab.Node().Exec("", tool, "-c")
-	fmt.Fprintf(&r.tr, "kernel %s -c:\n%s\npacketwalk:\n%s", tool, ks, r.h.Ruleset(fam).AppendSave(nil, netfilter.SaveOptions{Counters: true}))
+	r.tr.WriteString(savesWithCounters(r.lab, r.h, fam))
 	r.res.Transcript = r.tr.String()
 }
+
+// verdict is what the runner reads of a finished run.
+func (r *xRun) verdict() outcome { return r.res.outcome }
 
 func (r *xRun) diff(format string, args ...any) {
 	r.res.Diffs = append(r.res.Diffs, fmt.Sprintf(format, args...))
@@ -380,20 +370,11 @@ func (r *xRun) compareState(when string) error {
 		r.diff("%s: conntrack differs\n    kernel:     %s\n    packetwalk: %s", when,
 			strings.Join(kn, "\n                "), strings.Join(sn, "\n                "))
 	}
-	var kc kerneltest.Counters
-	if r.c.V6 {
-		kc, err = r.lab.Counters6()
-	} else {
-		kc, err = r.lab.Counters()
-	}
+	_, diffs, err := counterDiffs(r.lab, r.h, fam)
 	if err != nil {
 		return err
 	}
-	sc, err := simCounters(r.h, fam)
-	if err != nil {
-		return fmt.Errorf("parse packetwalk save: %w", err)
-	}
-	for _, d := range compareCounters(kc, sc) {
+	for _, d := range diffs {
 		r.diff("%s: %s", when, d)
 	}
 	return nil

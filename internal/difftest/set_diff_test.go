@@ -1,19 +1,16 @@
 package difftest
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
-	"pgregory.net/rapid"
 )
 
 // runSetCase is runCase for a set case: the sets are loaded before the
@@ -33,46 +30,17 @@ func runSetCase(lab *kerneltest.Lab, c setCase, st *caseStats) (caseResult, erro
 		return res, err
 	}
 	kernErr := lab.ResetRuleset(rs)
-	var ce *kerneltest.CommandError
-	if kernErr != nil && !errors.As(kernErr, &ce) {
-		return res, kernErr
-	}
 	if setErr != nil { // sets refused: both must refuse (hash:ip,mark)
 		simErr = setErr
 	}
-	switch {
-	case kernErr != nil && simErr != nil:
-		res.Skipped = true
-		return res, nil
-	case kernErr != nil:
-		res.Diffs = []string{"kernel refused the case, packetwalk loaded it: " + ce.Stderr}
-		return res, nil
-	case simErr != nil:
-		res.Diffs = []string{"packetwalk refused the case, the kernel loaded it: " + simErr.Error()}
-		return res, nil
+	o, ok, err := loaded("case", kernErr, simErr)
+	if !ok {
+		res.outcome = o
+		return res, err
 	}
 	var tr strings.Builder
-	send := func(i int, p genPacket) error {
-		obs, refused, err := kernelSend(lab, p)
-		if err != nil {
-			return fmt.Errorf("packet %d (%s): %w", i+1, p, err)
-		}
-		so := simRun(h, p)
-		kf := kernelFrames(obs)
-		st.disp[so.Result.Disposition].Add(1)
-		st.frames.Add(int64(len(kf)))
-		fmt.Fprintf(&tr, "packet %d %s\n  packetwalk: %s at %s; frames %q; %s\n  kernel: frames %q refused=%v\n",
-			i+1, p, so.Result.Disposition, whereString(so.Result.Where), so.Frames, strings.Join(so.Notes, "; "), kf, refused)
-		if strings.Join(kf, "\n") != strings.Join(so.Frames, "\n") {
-			res.Diffs = append(res.Diffs, fmt.Sprintf("packet %d: kernel frames %q, packetwalk frames %q", i+1, kf, so.Frames))
-		}
-		if p.From == FromNode && refused != (so.Result.Disposition == netfilter.Dropped) {
-			res.Diffs = append(res.Diffs, fmt.Sprintf("packet %d: kernel send refused=%v, packetwalk %s", i+1, refused, so.Result.Disposition))
-		}
-		return nil
-	}
 	for i, p := range c.Packets {
-		if err := send(i, p); err != nil {
+		if err := sendCompared(lab, h, i, p, &res, st, &tr); err != nil {
 			return res, err
 		}
 	}
@@ -84,31 +52,21 @@ func runSetCase(lab *kerneltest.Lab, c setCase, st *caseStats) (caseResult, erro
 		h.Clock().(*netfilter.ManualClock).Advance(time.Since(start))
 		fmt.Fprintf(&tr, "waited %v\n", c.Wait)
 		for i, p := range c.Later {
-			if err := send(len(c.Packets)+i, p); err != nil {
+			if err := sendCompared(lab, h, len(c.Packets)+i, p, &res, st, &tr); err != nil {
 				return res, err
 			}
 		}
 	}
-	var err error
-	saveTool := "iptables-save"
-	if fam == netfilter.IPv6 {
-		saveTool = "ip6tables-save"
-		res.KernelCounters, err = lab.Counters6()
-	} else {
-		res.KernelCounters, err = lab.Counters()
-	}
+	var diffs []string
+	res.KernelCounters, diffs, err = counterDiffs(lab, h, fam)
 	if err != nil {
 		return res, err
-	}
-	sc, err := simCounters(h, fam)
-	if err != nil {
-		return res, fmt.Errorf("parse packetwalk save: %w", err)
 	}
 	if fam == netfilter.IPv4 {
 		// The node's own IPv6 multicast (MLD reports) crosses OUTPUT and
 		// PREROUTING at times of its choosing: rule counters of IPv6
 		// cases are not compared; frames and set contents are.
-		res.Diffs = append(res.Diffs, compareCounters(res.KernelCounters, sc)...)
+		res.Diffs = append(res.Diffs, diffs...)
 	}
 	ksets, err := lab.Node().IPSet("save")
 	if err != nil {
@@ -120,9 +78,7 @@ func runSetCase(lab *kerneltest.Lab, c setCase, st *caseStats) (caseResult, erro
 	}
 	res.Diffs = append(res.Diffs, compareSetSaves(ksets, string(psets))...)
 	if len(res.Diffs) > 0 {
-		ks, _, _ := lab.Node().Exec("", saveTool, "-c")
-		fmt.Fprintf(&tr, "kernel %s -c:\n%s\npacketwalk:\n%s\nkernel ipset save:\n%s\npacketwalk ipset save:\n%s", saveTool, ks,
-			h.Ruleset(fam).AppendSave(nil, netfilter.SaveOptions{Counters: true}), ksets, psets)
+		fmt.Fprintf(&tr, "%s\nkernel ipset save:\n%s\npacketwalk ipset save:\n%s", savesWithCounters(lab, h, fam), ksets, psets)
 	}
 	res.Transcript = tr.String()
 	return res, nil
@@ -208,24 +164,5 @@ func normSetSave(save string) map[string]int {
 // and entry counters. PACKETWALK_SET_DIFF_CASES (default 1200) sets the
 // number of cases, PACKETWALK_DIFF_LABS (default 4) the labs in parallel.
 func TestKernelSetDifferential(t *testing.T) {
-	kerneltest.Require(t)
-	var ran, skipped atomic.Int64
-	var st caseStats
-	took := forEachLab(t, envInt("PACKETWALK_SET_DIFF_CASES", 1200), func(t testing.TB) *kerneltest.Lab {
-		return kerneltest.NewLab(t, kerneltest.LabConfig{})
-	}, func(rt *rapid.T, lab *kerneltest.Lab) {
-		c := setCaseGen.Draw(rt, "case")
-		res, err := runSetCase(lab, c, &st)
-		if err != nil {
-			rt.Fatalf("harness: %v\n%s", err, c)
-		}
-		ran.Add(1)
-		if res.Skipped {
-			skipped.Add(1)
-		}
-		if len(res.Diffs) > 0 {
-			rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
-		}
-	})
-	t.Logf("%d set cases (%d refused by both) in %v; %s", ran.Load(), skipped.Load(), took, &st)
+	runSuite(t, packetSuite(envInt("PACKETWALK_SET_DIFF_CASES", 1200), "set cases", drawCase(setCaseGen), runSetCase))
 }

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,7 +304,7 @@ var setTimeoutCaseGen = rapid.Custom(func(t *rapid.T) setCase {
 // extended generator. PACKETWALK_SET_EXT_CASES (default 240) sets the
 // number of cases.
 func TestKernelSetDifferentialExtended(t *testing.T) {
-	runSetDifferential(t, setExtCaseGen, envInt("PACKETWALK_SET_EXT_CASES", 240))
+	runSuite(t, packetSuite(envInt("PACKETWALK_SET_EXT_CASES", 240), "set cases", drawCase(setExtCaseGen), runSetCase))
 }
 
 // TestKernelSetTimeouts runs cases whose entries (from restore and from
@@ -313,30 +312,7 @@ func TestKernelSetDifferentialExtended(t *testing.T) {
 // 4 s in both worlds and sends them again. PACKETWALK_SET_TMO_CASES
 // (default 8) sets the number of cases; the labs wait in parallel.
 func TestKernelSetTimeouts(t *testing.T) {
-	runSetDifferential(t, setTimeoutCaseGen, envInt("PACKETWALK_SET_TMO_CASES", 8))
-}
-
-func runSetDifferential(t *testing.T, gen *rapid.Generator[setCase], n int) {
-	kerneltest.Require(t)
-	var st caseStats
-	var ran, skipped atomic.Int64
-	took := forEachLab(t, n, func(t testing.TB) *kerneltest.Lab {
-		return kerneltest.NewLab(t, kerneltest.LabConfig{})
-	}, func(rt *rapid.T, lab *kerneltest.Lab) {
-		c := gen.Draw(rt, "case")
-		res, err := runSetCase(lab, c, &st)
-		if err != nil {
-			rt.Fatalf("harness: %v\n%s", err, c)
-		}
-		ran.Add(1)
-		if res.Skipped {
-			skipped.Add(1)
-		}
-		if len(res.Diffs) > 0 {
-			rt.Fatalf("%d divergences:\n  %s\n%s%s", len(res.Diffs), strings.Join(res.Diffs, "\n  "), c, res.Transcript)
-		}
-	})
-	t.Logf("%d set cases (%d refused by both) in %v; %s", ran.Load(), skipped.Load(), took, &st)
+	runSuite(t, packetSuite(envInt("PACKETWALK_SET_TMO_CASES", 8), "set cases", drawCase(setTimeoutCaseGen), runSetCase))
 }
 
 // TestGeneratedExtSetCasesLoad keeps the extended generator within what
