@@ -52,10 +52,8 @@ func runCase(lab *kerneltest.Lab, c genCase, st *caseStats) (caseResult, error) 
 		return res, err
 	}
 	var tr strings.Builder
-	for i, p := range c.Packets {
-		if err := sendCompared(lab, h, i, p, &res, st, &tr); err != nil {
-			return res, err
-		}
+	if err := sendCompared(lab, h, c.Packets, &res, st, &tr); err != nil {
+		return res, err
 	}
 	var diffs []string
 	res.KernelCounters, diffs, err = counterDiffs(lab, h, fam)
@@ -70,10 +68,19 @@ func runCase(lab *kerneltest.Lab, c genCase, st *caseStats) (caseResult, error) 
 	return res, nil
 }
 
-// sendCompared sends packet i of a case through the lab and h, adds both
-// outcomes to res and the transcript, counts it in st (unless nil) and
-// notes where the two differ.
-func sendCompared(lab *kerneltest.Lab, h *netfilter.Host, i int, p genPacket, res *caseResult, st *caseStats, tr *strings.Builder) error {
+// sendCompared sends packets through the lab and h one by one, adds both
+// outcomes to res and the transcript, counts them in st (unless nil) and
+// notes where the two differ. Packets are numbered on from those res has.
+func sendCompared(lab *kerneltest.Lab, h *netfilter.Host, packets []genPacket, res *caseResult, st *caseStats, tr *strings.Builder) error {
+	for _, p := range packets {
+		if err := sendOne(lab, h, len(res.Sim), p, res, st, tr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sendOne(lab *kerneltest.Lab, h *netfilter.Host, i int, p genPacket, res *caseResult, st *caseStats, tr *strings.Builder) error {
 	obs, refused, err := kernelSend(lab, p)
 	if err != nil {
 		return fmt.Errorf("packet %d (%s): %w", i+1, p, err)

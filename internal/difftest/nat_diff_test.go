@@ -64,16 +64,22 @@ func (p wirePkt) String() string {
 	return s + fmt.Sprintf(" payload=%d", p.PayloadLen)
 }
 
-// quoted is the first 28 bytes of the packet an ICMP error quotes (IP
-// header and 8 transport bytes), rebuilt from its summary.
+// quoted rebuilds the start of the packet an ICMP error quotes from its
+// summary: the IP header and 8 transport bytes (28 bytes for IPv4, 48 for
+// IPv6).
 func quoted(s *kerneltest.Summary) ([]byte, error) {
 	spec := kerneltest.FrameSpec{Proto: protoNameOf(inet.Proto(s.Proto)), Src: s.Src, Dst: s.Dst, SrcPort: s.SrcPort, DstPort: s.DstPort,
-		TCPFlags: s.TCPFlags, Seq: s.Seq, Ack: s.Ack, TTL: s.TTL, ID: s.ID, DF: s.DF, PayloadLen: max(0, s.IPLen-28)}
+		TCPFlags: s.TCPFlags, Seq: s.Seq, Ack: s.Ack, TTL: s.TTL}
+	n := 48
+	if s.Version != 6 && s.Src.Is4() {
+		n, spec.ID, spec.DF = 28, s.ID, s.DF
+	}
+	spec.PayloadLen = max(0, s.IPLen-n)
 	b, err := kerneltest.BuildPacket(spec)
 	if err != nil {
 		return nil, err
 	}
-	return b[:28], nil
+	return b[:n], nil
 }
 
 func protoNameOf(p inet.Proto) string {
@@ -94,7 +100,7 @@ func (p wirePkt) frameSpec() (kerneltest.FrameSpec, error) {
 	if p.Proto == "icmp" {
 		s.SrcPort, s.DstPort = 0, 0
 		if p.Inner != nil {
-			q, err := quotedX(p.Inner)
+			q, err := quoted(p.Inner)
 			if err != nil {
 				return s, err
 			}
@@ -142,13 +148,19 @@ func (p wirePkt) simPacket() netfilter.Packet {
 	return sp
 }
 
-// icmpExtra is what the frame keys of the differential suite add for NAT:
-// the echo identifier and the header an ICMP error quotes.
+// icmpExtra is what the frame keys of the NAT suites add for ICMP and
+// ICMPv6: the echo identifier, or the header an error quotes.
 func icmpExtra(proto inet.Proto, typ uint8, id uint16, inner *kerneltest.Summary) string {
-	if proto != inet.ICMP {
+	var echo bool
+	switch proto {
+	case inet.ICMP:
+		echo = typ == 0 || typ == 8
+	case inet.ICMPv6:
+		echo = typ == 128 || typ == 129
+	default:
 		return ""
 	}
-	if typ == 0 || typ == 8 {
+	if echo {
 		return fmt.Sprintf(" id=%d", id)
 	}
 	if inner == nil {
@@ -169,16 +181,19 @@ func natKeyOfSim(p netfilter.Packet) string {
 	return keyOfSim(p, side) + icmpExtra(p.Proto, p.ICMPType, p.ICMPID, in)
 }
 
-// echoID reads the echo identifier of a captured IPv4 ICMP frame.
+// echoID reads the echo identifier of a captured ICMP or ICMPv6 frame.
 func echoID(frame []byte) uint16 {
 	if len(frame) < 15 {
 		return 0
 	}
-	ihl := int(frame[14]&0x0f) * 4
-	if len(frame) < 14+ihl+6 {
+	hdr := int(frame[14]&0x0f) * 4
+	if frame[14]>>4 == 6 {
+		hdr = 40
+	}
+	if len(frame) < 14+hdr+6 {
 		return 0
 	}
-	return binary.BigEndian.Uint16(frame[14+ihl+4:])
+	return binary.BigEndian.Uint16(frame[14+hdr+4:])
 }
 
 func natKeyOfKernel(c kerneltest.Captured) string {

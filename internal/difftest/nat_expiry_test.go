@@ -82,10 +82,7 @@ func runExpiryCase(lab *kerneltest.Lab, c xCase) (*xRun, error) {
 	ka := len(c.Flows) - 1
 	for fi := range c.Flows {
 		e.sync()
-		if err := r.flow(fi, false); err != nil {
-			return r, err
-		}
-		if err := r.compareState(fmt.Sprintf("after flow %d", fi+1)); err != nil {
+		if err := r.flowCompared(fi, "after"); err != nil {
 			return r, err
 		}
 	}
@@ -111,10 +108,7 @@ func runExpiryCase(lab *kerneltest.Lab, c xCase) (*xRun, error) {
 	fmt.Fprintf(&r.tr, "-- again, in reverse order\n")
 	for fi := ka - 1; fi >= 0; fi-- {
 		e.sync()
-		if err := r.flow(fi, false); err != nil {
-			return r, err
-		}
-		if err := r.compareState(fmt.Sprintf("again, after flow %d", fi+1)); err != nil {
+		if err := r.flowCompared(fi, "again, after"); err != nil {
 			return r, err
 		}
 	}

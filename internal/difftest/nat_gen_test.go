@@ -84,12 +84,16 @@ type natCase struct {
 	Flows []genFlow
 }
 
-func (c natCase) String() string {
+func (c natCase) String() string { return flowCaseText(c.Rules, c.Flows) }
+
+// flowCaseText prints a case of flows: the ruleset, then the flows
+// numbered from 1.
+func flowCaseText[F fmt.Stringer](rules string, flows []F) string {
 	var b strings.Builder
 	b.WriteString("ruleset:\n")
-	b.WriteString(c.Rules)
+	b.WriteString(rules)
 	b.WriteString("flows:\n")
-	for i, f := range c.Flows {
+	for i, f := range flows {
 		fmt.Fprintf(&b, "  %d. %s\n", i+1, f)
 	}
 	return b.String()

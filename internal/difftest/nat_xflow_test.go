@@ -1,7 +1,6 @@
 package difftest
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -141,67 +140,6 @@ func (p xpkt) String() string {
 	return strings.TrimPrefix(s, "from client: ")
 }
 
-// quotedX rebuilds the start of the packet an ICMP error quotes: the IP
-// header and 8 transport bytes.
-func quotedX(s *kerneltest.Summary) ([]byte, error) {
-	if s.Version != 6 && s.Src.Is4() {
-		return quoted(s)
-	}
-	spec := kerneltest.FrameSpec{Proto: protoNameOf(inet.Proto(s.Proto)), Src: s.Src, Dst: s.Dst, SrcPort: s.SrcPort, DstPort: s.DstPort,
-		TCPFlags: s.TCPFlags, Seq: s.Seq, Ack: s.Ack, TTL: s.TTL, PayloadLen: max(0, s.IPLen-48)}
-	b, err := kerneltest.BuildPacket(spec)
-	if err != nil {
-		return nil, err
-	}
-	return b[:48], nil
-}
-
-// echoIDOf reads the echo identifier of a captured ICMP or ICMPv6 frame.
-func echoIDOf(frame []byte) uint16 {
-	if len(frame) < 15 {
-		return 0
-	}
-	if frame[14]>>4 == 6 {
-		if len(frame) < 14+40+6 {
-			return 0
-		}
-		return binary.BigEndian.Uint16(frame[14+40+4:])
-	}
-	return echoID(frame)
-}
-
-// xExtra is what frame keys add for ICMP: the echo identifier, or the
-// header an error quotes.
-func xExtra(proto inet.Proto, typ uint8, id uint16, inner *kerneltest.Summary) string {
-	if proto != inet.ICMPv6 {
-		return icmpExtra(proto, typ, id, inner)
-	}
-	echo := typ == 128 || typ == 129
-	switch {
-	case echo:
-		return icmpExtra(inet.ICMP, 8, id, nil)
-	default:
-		return icmpExtra(inet.ICMP, 3, 0, inner)
-	}
-}
-
-func xKeyOfKernel(c kerneltest.Captured) string {
-	s := c.Summary
-	return keyOfKernel(c) + xExtra(inet.Proto(s.Proto), s.ICMPType, echoIDOf(c.Frame), s.Inner)
-}
-
-func xKeyOfSim(p netfilter.Packet) string {
-	side := "client"
-	if p.Out == "eth1" {
-		side = "server"
-	}
-	var in *kerneltest.Summary
-	if p.Inner.Proto != 0 {
-		in = &kerneltest.Summary{Proto: uint8(p.Inner.Proto), Src: p.Inner.Src, Dst: p.Inner.Dst, SrcPort: p.Inner.SrcPort, DstPort: p.Inner.DstPort}
-	}
-	return keyOfSim(p, side) + xExtra(p.Proto, p.ICMPType, p.ICMPID, in)
-}
-
 // xResp is the far end of a flow in one harness: where the first packet
 // went and how it looked there.
 type xResp struct {
@@ -255,16 +193,7 @@ type xCase struct {
 	Exact bool
 }
 
-func (c xCase) String() string {
-	var b strings.Builder
-	b.WriteString("ruleset:\n")
-	b.WriteString(c.Rules)
-	b.WriteString("flows:\n")
-	for i, f := range c.Flows {
-		fmt.Fprintf(&b, "  %d. %s\n", i+1, f)
-	}
-	return b.String()
-}
+func (c xCase) String() string { return flowCaseText(c.Rules, c.Flows) }
 
 // xRun is one case in progress: the simulated host, the renamed ports of
 // each harness and what was compared.
@@ -309,15 +238,21 @@ func runXCase(lab *kerneltest.Lab, c xCase) (*xRun, error) {
 		return r, err
 	}
 	for fi := range c.Flows {
-		if err := r.flow(fi, false); err != nil {
-			return r, err
-		}
-		if err := r.compareState(fmt.Sprintf("after flow %d", fi+1)); err != nil {
+		if err := r.flowCompared(fi, "after"); err != nil {
 			return r, err
 		}
 	}
 	r.finish()
 	return r, nil
+}
+
+// flowCompared runs flow fi and compares the tables and counters after it;
+// when says when in the transcript ("after", "again, after").
+func (r *xRun) flowCompared(fi int, when string) error {
+	if err := r.flow(fi, false); err != nil {
+		return err
+	}
+	return r.compareState(fmt.Sprintf("%s flow %d", when, fi+1))
 }
 
 // finish adds the rulesets with counters to the transcript of a failed case.
@@ -568,10 +503,10 @@ func (r *xRun) flow(fi int, firstOnly bool) error {
 		}
 		var kk, sk []string
 		for _, c := range kOut {
-			kk = append(kk, r.renameKey(xKeyOfKernel(c), 0))
+			kk = append(kk, r.renameKey(natKeyOfKernel(c), 0))
 		}
 		for _, o := range so.Out {
-			sk = append(sk, r.renameKey(xKeyOfSim(o), 1))
+			sk = append(sk, r.renameKey(natKeyOfSim(o), 1))
 		}
 		clear(r.names[1]) // the pinned entry carries the kernel's port from now on
 		slices.Sort(kk)
@@ -657,6 +592,24 @@ func (r *xRun) kernelSend(f xflow, isResp bool, resp *xResp, p xpkt) ([]kernelte
 // pin re-keys packetwalk's entry for flow f so that its source port (or
 // echo id) after SNAT is port.
 func (r *xRun) pin(f xflow, port uint16) error {
+	return r.rekey(f, port, func(e *conntrack.Entry) {
+		if f.Proto == "icmp" {
+			e.Reply.SrcPort = port
+		} else {
+			e.Reply.DstPort = port
+		}
+	})
+}
+
+// pinDst re-keys packetwalk's entry for flow f so that its destination
+// port after DNAT is port.
+func (r *xRun) pinDst(f xflow, port uint16) error {
+	return r.rekey(f, port, func(e *conntrack.Entry) { e.Reply.SrcPort = port })
+}
+
+// rekey takes packetwalk's entry for flow f out of its table, sets the
+// kernel's port on it and puts it back under its new reply tuple.
+func (r *xRun) rekey(f xflow, port uint16, set func(*conntrack.Entry)) error {
 	tp := f.origTuple()
 	ct := r.h.Conntrack()
 	e, dir, ok := ct.Lookup(tp)
@@ -664,11 +617,7 @@ func (r *xRun) pin(f xflow, port uint16) error {
 		return fmt.Errorf("packetwalk has no entry %v to take the kernel's port %d", tp, port)
 	}
 	ct.Remove(e)
-	if f.Proto == "icmp" {
-		e.Reply.SrcPort = port
-	} else {
-		e.Reply.DstPort = port
-	}
+	set(e)
 	e.Status &^= conntrack.StatusDying
 	setNATBits(e)
 	if err := ct.Insert(e); err != nil {
@@ -785,7 +734,7 @@ func (r *xRun) bind(fi int, f xflow, p xpkt, obs kerneltest.Observation, so simO
 			continue
 		}
 		if f.Proto == "icmp" {
-			cs.SrcPort = echoIDOf(c.Frame)
+			cs.SrcPort = echoID(c.Frame)
 		}
 		k = &xResp{side: c.Side, d: cs}
 		break
@@ -888,25 +837,6 @@ func (r *xRun) bindDNAT(fi int, f xflow, rule *portRule, k, s *xResp) {
 	s.d.DstPort = k.d.DstPort
 	r.Renamed++
 	r.pinned = true
-}
-
-// pinDst re-keys packetwalk's entry for flow f so that its destination
-// port after DNAT is port.
-func (r *xRun) pinDst(f xflow, port uint16) error {
-	tp := f.origTuple()
-	ct := r.h.Conntrack()
-	e, dir, ok := ct.Lookup(tp)
-	if !ok || dir != conntrack.Original {
-		return fmt.Errorf("packetwalk has no entry %v to take the kernel's port %d", tp, port)
-	}
-	ct.Remove(e)
-	e.Reply.SrcPort = port
-	e.Status &^= conntrack.StatusDying
-	setNATBits(e)
-	if err := ct.Insert(e); err != nil {
-		return fmt.Errorf("packetwalk cannot take the kernel's port %d: %w", port, err)
-	}
-	return nil
 }
 
 // allowsDst reports whether a translated destination lies in a DNAT

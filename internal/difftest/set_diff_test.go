@@ -39,10 +39,8 @@ func runSetCase(lab *kerneltest.Lab, c setCase, st *caseStats) (caseResult, erro
 		return res, err
 	}
 	var tr strings.Builder
-	for i, p := range c.Packets {
-		if err := sendCompared(lab, h, i, p, &res, st, &tr); err != nil {
-			return res, err
-		}
+	if err := sendCompared(lab, h, c.Packets, &res, st, &tr); err != nil {
+		return res, err
 	}
 	if len(c.Later) > 0 {
 		// Both worlds wait the same measured time: the kernel's entry
@@ -51,10 +49,8 @@ func runSetCase(lab *kerneltest.Lab, c setCase, st *caseStats) (caseResult, erro
 		time.Sleep(c.Wait)
 		h.Clock().(*netfilter.ManualClock).Advance(time.Since(start))
 		fmt.Fprintf(&tr, "waited %v\n", c.Wait)
-		for i, p := range c.Later {
-			if err := sendCompared(lab, h, len(c.Packets)+i, p, &res, st, &tr); err != nil {
-				return res, err
-			}
+		if err := sendCompared(lab, h, c.Later, &res, st, &tr); err != nil {
+			return res, err
 		}
 	}
 	var diffs []string

@@ -167,7 +167,7 @@ func genExtLeaf(t *rapid.T, name string, o extSetOpts) (genSet, string) {
 		if members != nil {
 			m = rapid.SampledFrom(members).Draw(t, "bmember")
 		} else {
-			m = genExtMember(t, s.typ, o.v6)
+			m = genMember(t, s.typ, o.v6)
 		}
 		if seen[m] {
 			continue
@@ -182,7 +182,9 @@ func genExtLeaf(t *rapid.T, name string, o extSetOpts) (genSet, string) {
 	return s, b.String()
 }
 
-func genExtMember(t *rapid.T, typ string, v6 bool) string {
+// genMember draws a member of a set of type typ around the lab's addresses
+// of one family.
+func genMember(t *rapid.T, typ string, v6 bool) string {
 	addrs, nets, ports := setAddrs, setNets, setPorts
 	if v6 {
 		addrs, nets, ports = setAddrs6, setNets6, setPorts6

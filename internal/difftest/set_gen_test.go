@@ -78,7 +78,7 @@ func genSets(t *rapid.T) (string, []genSet) {
 		fmt.Fprintf(&b, "create %s %s%s\n", s.name, s.typ, opts)
 		seen := map[string]bool{}
 		for range rapid.IntRange(0, 6).Draw(t, "nmembers") {
-			m := genMember(t, s.typ)
+			m := genMember(t, s.typ, false)
 			if seen[m] {
 				continue
 			}
@@ -94,25 +94,6 @@ func genSets(t *rapid.T) (string, []genSet) {
 		out = append(out, s)
 	}
 	return b.String(), out
-}
-
-func genMember(t *rapid.T, typ string) string {
-	addr := func() string { return rapid.SampledFrom(setAddrs).Draw(t, "maddr") }
-	port := func() string { return rapid.SampledFrom(setPorts).Draw(t, "mport") }
-	net := func() string { return rapid.SampledFrom(setNets).Draw(t, "mnet") }
-	switch typ {
-	case "hash:ip":
-		return addr()
-	case "hash:net":
-		return net()
-	case "hash:ip,port":
-		return addr() + "," + port()
-	case "hash:net,port":
-		return net() + "," + port()
-	case "hash:ip,port,ip":
-		return addr() + "," + port() + "," + addr()
-	}
-	return rapid.SampledFrom(bitmapPorts).Draw(t, "bport")
 }
 
 var setChains = []struct{ table, chain string }{
