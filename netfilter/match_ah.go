@@ -16,17 +16,18 @@ import (
 // kernel's ip6t_ah computes it from the length field, Packet.AHLen) and
 // --ahres requires its reserved field to be 0.
 //
-// Build it by parsing a rule (Ruleset.Exec, Restore): the family it
-// tests (which header it reads) is unexported state the parser sets, and
-// a value built in Go reads the IPv4 AH header whatever the rule's family.
+// Every field is exported and its zero value tests nothing: a nil SPIs
+// is an absent --ahspi (any SPI), and InvSPI applies only to a present
+// one; Len and InvLen only with HasLen. AHMatch{SPIs: &SPIRange{256, 256}}
+// is "-m ah --ahspi 256". Which header it reads follows the packet's
+// family, as a rule sees only packets of its own.
 type AHMatch struct {
-	SPIs     SPIRange
+	SPIs     *SPIRange
 	InvSPI   bool
 	Len      uint32
 	HasLen   bool
 	InvLen   bool
 	Reserved bool
-	family   Family
 }
 
 // SPIRange is an inclusive range of 32-bit security parameter indexes. A
@@ -34,6 +35,10 @@ type AHMatch struct {
 type SPIRange struct{ Lo, Hi uint32 }
 
 var anySPI = SPIRange{0, 0xffffffff}
+
+// testsSPI reports whether r, given with inv, tests the SPI at all: the
+// full range uninverted is what iptables leaves out of the rule.
+func testsSPI(r *SPIRange, inv bool) bool { return r != nil && (*r != anySPI || inv) }
 
 func (r SPIRange) contains(v uint32) bool { return v >= r.Lo && v <= r.Hi }
 
@@ -102,7 +107,7 @@ func init() {
 			{name: "ahlen", args: 1, invert: true, only6: true},
 			{name: "ahres", args: 0, only6: true},
 		},
-		newBuilder: func(c *ruleCtx) builder { return &AHMatch{SPIs: anySPI, family: c.family} }})
+		newBuilder: func(*ruleCtx) builder { return &AHMatch{} }})
 }
 
 func (m *AHMatch) set(c *ruleCtx, opt string, inv bool, args []string) error {
@@ -115,7 +120,7 @@ func (m *AHMatch) set(c *ruleCtx, opt string, inv bool, args []string) error {
 		if err != nil {
 			return err
 		}
-		m.SPIs, m.InvSPI = r, inv
+		m.SPIs, m.InvSPI = &r, inv
 	case "ahlen":
 		n, ok := parseCUint(args[0], 0xffffffff)
 		if !ok {
@@ -141,10 +146,10 @@ func (m *AHMatch) done(c *ruleCtx) (any, error) {
 func (m *AHMatch) Module() string { return "ah" }
 
 func (m *AHMatch) appendSave(b []byte) []byte {
-	if m.SPIs != anySPI || m.InvSPI {
+	if testsSPI(m.SPIs, m.InvSPI) {
 		b = appendNot(b, m.InvSPI)
 		b = append(b, " --ahspi "...)
-		b = appendSPIs(b, m.SPIs)
+		b = appendSPIs(b, *m.SPIs)
 	}
 	if m.HasLen {
 		b = appendNot(b, m.InvLen)
@@ -159,8 +164,8 @@ func (m *AHMatch) appendSave(b []byte) []byte {
 
 func (m *AHMatch) appendList(b []byte, _ bool) []byte {
 	b = append(b, " ah "...)
-	if m.SPIs != anySPI || m.InvSPI {
-		b = appendListSPIs(b, m.SPIs, m.InvSPI)
+	if testsSPI(m.SPIs, m.InvSPI) {
+		b = appendListSPIs(b, *m.SPIs, m.InvSPI)
 	}
 	if m.HasLen {
 		b = append(b, "length:"...)
@@ -177,18 +182,23 @@ func (m *AHMatch) appendList(b []byte, _ bool) []byte {
 
 func (m *AHMatch) match(c *evalCtx) bool {
 	p := c.pkt
-	if m.family == IPv6 {
+	if p.Family == IPv6 {
 		if p.IPv6Exts&ExtAuth == 0 {
 			return false
 		}
-		return m.SPIs.contains(p.AHSPI) != m.InvSPI &&
+		return m.spiOK(p.AHSPI) &&
 			(!m.HasLen || ((uint32(p.AHLen)+2)*4 == m.Len) != m.InvLen) &&
 			(!m.Reserved || !p.AHReserved)
 	}
 	if p.FragOffset != 0 || p.Proto != 51 {
 		return false
 	}
-	return m.SPIs.contains(p.SPI) != m.InvSPI
+	return m.spiOK(p.SPI)
+}
+
+// spiOK is the --ahspi test; without the option every SPI passes.
+func (m *AHMatch) spiOK(spi uint32) bool {
+	return m.SPIs == nil || m.SPIs.contains(spi) != m.InvSPI
 }
 
 // unknownOpt refuses an option the module has only in the other family.

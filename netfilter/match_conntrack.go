@@ -110,11 +110,14 @@ type ctInfo struct {
 	mark      uint32
 }
 
-// ConntrackMatch is "-m conntrack". Fields left zero are not tested.
+// ConntrackMatch is "-m conntrack".
 //
-// Build it by parsing a rule (Ruleset.Exec, Restore): which tests are
-// given and which are inverted is unexported state the parser sets, so a
-// value built in Go tests nothing and matches every packet.
+// Tests says which options are given and Inverted which of those carry
+// "!"; a field whose option is not in Tests is not tested, so the zero
+// value tests nothing. ConntrackMatch{State: CTStatesOf(conntrack.StateNew),
+// Tests: CTTestState} is "-m conntrack --ctstate NEW"; a zero Proto, port
+// range or Status in Tests is the option given as 0 ("--ctproto 0",
+// "--ctstatus NONE").
 type ConntrackMatch struct {
 	State                    CTStates
 	Proto                    inet.Proto
@@ -125,32 +128,36 @@ type ConntrackMatch struct {
 	Status                   conntrack.Status
 	ExpireLo, ExpireHi       uint32
 	Direction                string // "ORIGINAL" or "REPLY"
-	flags, inv               uint16 // which tests are set and inverted
+	Tests, Inverted          ConntrackTests
 }
 
+// ConntrackTests is a set of the conntrack match's options, a bit each.
+type ConntrackTests uint16
+
+// The conntrack options, in the order iptables prints them.
 const (
-	ctfState uint16 = 1 << iota
-	ctfProto
-	ctfOrigSrc
-	ctfOrigDst
-	ctfReplSrc
-	ctfReplDst
-	ctfOrigSrcPort
-	ctfOrigDstPort
-	ctfReplSrcPort
-	ctfReplDstPort
-	ctfStatus
-	ctfExpire
-	ctfDir
+	CTTestState       ConntrackTests = 1 << iota // --ctstate: State
+	CTTestProto                                  // --ctproto: Proto
+	CTTestOrigSrc                                // --ctorigsrc: OrigSrc
+	CTTestOrigDst                                // --ctorigdst: OrigDst
+	CTTestReplSrc                                // --ctreplsrc: ReplSrc
+	CTTestReplDst                                // --ctrepldst: ReplDst
+	CTTestOrigSrcPort                            // --ctorigsrcport: OrigSrcPort
+	CTTestOrigDstPort                            // --ctorigdstport: OrigDstPort
+	CTTestReplSrcPort                            // --ctreplsrcport: ReplSrcPort
+	CTTestReplDstPort                            // --ctrepldstport: ReplDstPort
+	CTTestStatus                                 // --ctstatus: Status
+	CTTestExpire                                 // --ctexpire: ExpireLo, ExpireHi
+	CTTestDirection                              // --ctdir: Direction
 )
 
 var ctOptOrder = []struct {
 	name string
-	flag uint16
-}{{"ctstate", ctfState}, {"ctproto", ctfProto}, {"ctorigsrc", ctfOrigSrc}, {"ctorigdst", ctfOrigDst},
-	{"ctreplsrc", ctfReplSrc}, {"ctrepldst", ctfReplDst}, {"ctorigsrcport", ctfOrigSrcPort},
-	{"ctorigdstport", ctfOrigDstPort}, {"ctreplsrcport", ctfReplSrcPort}, {"ctrepldstport", ctfReplDstPort},
-	{"ctstatus", ctfStatus}, {"ctexpire", ctfExpire}, {"ctdir", ctfDir}}
+	flag ConntrackTests
+}{{"ctstate", CTTestState}, {"ctproto", CTTestProto}, {"ctorigsrc", CTTestOrigSrc}, {"ctorigdst", CTTestOrigDst},
+	{"ctreplsrc", CTTestReplSrc}, {"ctrepldst", CTTestReplDst}, {"ctorigsrcport", CTTestOrigSrcPort},
+	{"ctorigdstport", CTTestOrigDstPort}, {"ctreplsrcport", CTTestReplSrcPort}, {"ctrepldstport", CTTestReplDstPort},
+	{"ctstatus", CTTestStatus}, {"ctexpire", CTTestExpire}, {"ctdir", CTTestDirection}}
 
 // StateMatch is "-m state --state".
 type StateMatch struct {
@@ -189,15 +196,15 @@ func (m *ConnmarkMatch) Module() string { return "connmark" }
 
 func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) error {
 	v := args[0]
-	var flag uint16
+	var flag ConntrackTests
 	for _, o := range ctOptOrder {
 		if o.name == opt {
 			flag = o.flag
 		}
 	}
-	m.flags |= flag
+	m.Tests |= flag
 	if inv {
-		m.inv |= flag
+		m.Inverted |= flag
 	}
 	bad := func(want string) error { return badValue("conntrack", "--"+opt, v, want) }
 	var ok bool
@@ -213,7 +220,7 @@ func (m *ConntrackMatch) set(c *ruleCtx, opt string, inv bool, args []string) er
 		if !ok {
 			return bad("a protocol name or number")
 		}
-		if p == 0 && m.inv&ctfStatus != 0 {
+		if p == 0 && m.Inverted&CTTestStatus != 0 {
 			// libxt_conntrack 1.8.9 tests the bit of IPT_INV_PROTO in
 			// the match's own inversion flags, where it is --ctstatus's:
 			// protocol 0 after "! --ctstatus" is refused, whatever the
@@ -355,7 +362,7 @@ func parseCTPortRange(v string) (PortRange, bool) {
 }
 
 func (m *ConntrackMatch) done(*ruleCtx) (any, error) {
-	if m.flags == 0 {
+	if m.Tests == 0 {
 		return nil, fmt.Errorf("%w: at least one option is required", ErrMissingArgument)
 	}
 	return m, nil
@@ -374,10 +381,10 @@ func appendCTAddr(b []byte, p netip.Prefix) []byte {
 // save or "" for -L.
 func (m *ConntrackMatch) appendOpts(b []byte, prefix string) []byte {
 	for _, o := range ctOptOrder {
-		if m.flags&o.flag == 0 {
+		if m.Tests&o.flag == 0 {
 			continue
 		}
-		if m.inv&o.flag != 0 {
+		if m.Inverted&o.flag != 0 {
 			b = append(b, " !"...)
 		}
 		b = append(b, ' ')
@@ -385,27 +392,27 @@ func (m *ConntrackMatch) appendOpts(b []byte, prefix string) []byte {
 		b = append(b, o.name...)
 		b = append(b, ' ')
 		switch o.flag {
-		case ctfState:
+		case CTTestState:
 			b = append(b, m.State.String()...)
-		case ctfProto:
+		case CTTestProto:
 			b = strconv.AppendUint(b, uint64(m.Proto), 10)
-		case ctfOrigSrc:
+		case CTTestOrigSrc:
 			b = appendCTAddr(b, m.OrigSrc)
-		case ctfOrigDst:
+		case CTTestOrigDst:
 			b = appendCTAddr(b, m.OrigDst)
-		case ctfReplSrc:
+		case CTTestReplSrc:
 			b = appendCTAddr(b, m.ReplSrc)
-		case ctfReplDst:
+		case CTTestReplDst:
 			b = appendCTAddr(b, m.ReplDst)
-		case ctfOrigSrcPort:
+		case CTTestOrigSrcPort:
 			b = m.OrigSrcPort.appendSave(b)
-		case ctfOrigDstPort:
+		case CTTestOrigDstPort:
 			b = m.OrigDstPort.appendSave(b)
-		case ctfReplSrcPort:
+		case CTTestReplSrcPort:
 			b = m.ReplSrcPort.appendSave(b)
-		case ctfReplDstPort:
+		case CTTestReplDstPort:
 			b = m.ReplDstPort.appendSave(b)
-		case ctfStatus:
+		case CTTestStatus:
 			var parts []string
 			for _, n := range ctStatusNames {
 				if m.Status&n.s != 0 {
@@ -416,13 +423,13 @@ func (m *ConntrackMatch) appendOpts(b []byte, prefix string) []byte {
 				parts = []string{"NONE"}
 			}
 			b = append(b, strings.Join(parts, ",")...)
-		case ctfExpire:
+		case CTTestExpire:
 			b = strconv.AppendUint(b, uint64(m.ExpireLo), 10)
 			if m.ExpireHi != m.ExpireLo {
 				b = append(b, ':')
 				b = strconv.AppendUint(b, uint64(m.ExpireHi), 10)
 			}
-		case ctfDir:
+		case CTTestDirection:
 			b = append(b, m.Direction...)
 		}
 	}
@@ -432,28 +439,28 @@ func (m *ConntrackMatch) appendOpts(b []byte, prefix string) []byte {
 func (m *ConntrackMatch) appendSave(b []byte) []byte         { return m.appendOpts(b, "--") }
 func (m *ConntrackMatch) appendList(b []byte, _ bool) []byte { return m.appendOpts(b, "") }
 
-func (m *ConntrackMatch) test(flag uint16, ok bool) bool {
-	return m.flags&flag == 0 || ok != (m.inv&flag != 0)
+func (m *ConntrackMatch) test(flag ConntrackTests, ok bool) bool {
+	return m.Tests&flag == 0 || ok != (m.Inverted&flag != 0)
 }
 
 // match follows the kernel's conntrack_mt: the state test works for every
 // packet; the other tests need a connection.
 func (m *ConntrackMatch) match(c *evalCtx) bool {
 	ct := c.conn()
-	if !m.test(ctfState, ctStateOf(ct)&m.State != 0) {
+	if !m.test(CTTestState, ctStateOf(ct)&m.State != 0) {
 		return false
 	}
 	if !ct.tracked {
 		// The kernel's conntrack_mt stops here for a packet without a
 		// connection: it matches when --ctstate was given (and passed),
 		// whatever the other options say.
-		return m.flags&ctfState != 0
+		return m.Tests&CTTestState != 0
 	}
-	if !m.test(ctfDir, (m.Direction == "REPLY") == ct.reply) ||
-		!m.test(ctfStatus, ct.status&m.Status != 0) {
+	if !m.test(CTTestDirection, (m.Direction == "REPLY") == ct.reply) ||
+		!m.test(CTTestStatus, ct.status&m.Status != 0) {
 		return false
 	}
-	if m.flags&^(ctfState|ctfDir|ctfStatus) == 0 {
+	if m.Tests&^(CTTestState|CTTestDirection|CTTestStatus) == 0 {
 		return true // kube-proxy's --ctstate rules end here
 	}
 	e := c.walk.cur.Entry
@@ -471,23 +478,23 @@ func (m *ConntrackMatch) match(c *evalCtx) bool {
 		zero.Dst = zero.Src
 		orig, repl = &zero, &zero
 	}
-	if !m.test(ctfProto, orig.Proto == m.Proto) ||
-		!m.test(ctfOrigSrc, m.OrigSrc.Contains(orig.Src)) ||
-		!m.test(ctfOrigDst, m.OrigDst.Contains(orig.Dst)) ||
-		!m.test(ctfReplSrc, m.ReplSrc.Contains(repl.Src)) ||
-		!m.test(ctfReplDst, m.ReplDst.Contains(repl.Dst)) ||
-		!m.test(ctfOrigSrcPort, m.OrigSrcPort.contains(orig.SrcPort)) ||
-		!m.test(ctfOrigDstPort, m.OrigDstPort.contains(orig.DstPort)) ||
-		!m.test(ctfReplSrcPort, m.ReplSrcPort.contains(repl.SrcPort)) ||
-		!m.test(ctfReplDstPort, m.ReplDstPort.contains(repl.DstPort)) {
+	if !m.test(CTTestProto, orig.Proto == m.Proto) ||
+		!m.test(CTTestOrigSrc, m.OrigSrc.Contains(orig.Src)) ||
+		!m.test(CTTestOrigDst, m.OrigDst.Contains(orig.Dst)) ||
+		!m.test(CTTestReplSrc, m.ReplSrc.Contains(repl.Src)) ||
+		!m.test(CTTestReplDst, m.ReplDst.Contains(repl.Dst)) ||
+		!m.test(CTTestOrigSrcPort, m.OrigSrcPort.contains(orig.SrcPort)) ||
+		!m.test(CTTestOrigDstPort, m.OrigDstPort.contains(orig.DstPort)) ||
+		!m.test(CTTestReplSrcPort, m.ReplSrcPort.contains(repl.SrcPort)) ||
+		!m.test(CTTestReplDstPort, m.ReplDstPort.contains(repl.DstPort)) {
 		return false
 	}
-	if m.flags&ctfExpire != 0 {
+	if m.Tests&CTTestExpire != 0 {
 		left := uint32(0)
 		if !ct.tmpl {
 			left = uint32(e.Timeout(c.host.clock.Now()) / time.Second)
 		}
-		return m.test(ctfExpire, left >= m.ExpireLo && left <= m.ExpireHi)
+		return m.test(CTTestExpire, left >= m.ExpireLo && left <= m.ExpireHi)
 	}
 	return true
 }

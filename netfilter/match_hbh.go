@@ -15,16 +15,17 @@ import (
 // option at that place, and its length, when given, that option's
 // length (a Pad1 option has none).
 //
-// Build it by parsing a rule (Ruleset.Exec, Restore): whether it is the
-// hbh or the dst match is unexported state the parser sets; a value built
-// in Go is the hbh match.
+// Every field is exported: OptsMatch{Len: 8, HasLen: true} is "-m hbh
+// --hbh-len 8", and with Dst set "-m dst --dst-len 8".
 type OptsMatch struct {
 	Len            uint32
 	HasLen, InvLen bool
 	// Opts are the listed options: the type in the high byte and the
 	// length, or 0xff for any, in the low byte, as the kernel stores them.
 	Opts []uint16
-	dst  bool
+	// Dst makes it the dst match (the first destination options header);
+	// false is the hbh match (the hop-by-hop header).
+	Dst bool
 }
 
 // maxIPv6Opts is IP6T_OPTS_OPTSNR, the most options a rule may list.
@@ -39,7 +40,7 @@ func init() {
 				{name: name + "-opts", args: 1},
 			},
 			families:   []Family{IPv6},
-			newBuilder: func(*ruleCtx) builder { return &OptsMatch{dst: dst} }})
+			newBuilder: func(*ruleCtx) builder { return &OptsMatch{Dst: dst} }})
 	}
 }
 
@@ -78,7 +79,7 @@ func (m *OptsMatch) done(*ruleCtx) (any, error) { return m, nil }
 
 // Module implements Match.
 func (m *OptsMatch) Module() string {
-	if m.dst {
+	if m.Dst {
 		return "dst"
 	}
 	return "hbh"
@@ -136,7 +137,7 @@ func (m *OptsMatch) appendList(b []byte, _ bool) []byte {
 func (m *OptsMatch) match(c *evalCtx) bool {
 	p := c.pkt
 	bit, lenField, opts := ExtHopByHop, p.HBHLen, p.HBHOpts[:min(int(p.NumHBHOpts), len(p.HBHOpts))]
-	if m.dst {
+	if m.Dst {
 		bit, lenField, opts = ExtDstOpts, p.DstLen, p.DstOpts[:min(int(p.NumDstOpts), len(p.DstOpts))]
 	}
 	if p.IPv6Exts&bit == 0 {

@@ -3,6 +3,8 @@ package netfilter
 import (
 	"fmt"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // MultiportDir says which port of the packet -m multiport tests.
@@ -22,16 +24,16 @@ const maxMultiportSlots = 15
 // MultiportMatch is "-m multiport [!] --sports|--dports|--ports LIST"
 // (revision 1, with ranges). It needs -p tcp, udp, udplite, sctp or dccp.
 //
-// Build it by parsing a rule (Ruleset.Exec, Restore) for -L output: the
-// rule's protocol, for service names, is unexported state the parser
-// sets; a value built in Go matches the same but -L lists numbers.
+// Every field is exported: MultiportMatch{Dir: MultiportDestination,
+// Ports: []PortRange{{80, 80}, {443, 443}}, Proto: inet.TCP} is
+// "-m multiport --dports 80,443" in a "-p tcp" rule.
 type MultiportMatch struct {
 	Dir    MultiportDir
 	Ports  []PortRange
 	Invert bool
-	// proto is the rule's protocol name, for the service names of -L; a
-	// hand-built match lists numbers.
-	proto string
+	// Proto is the rule's -p, whose service names iptables -L prints
+	// for the ports ("http"); 0 lists numbers. It changes nothing else.
+	Proto inet.Proto
 }
 
 func init() {
@@ -139,12 +141,11 @@ func (b *multiportBuilder) done(c *ruleCtx) (any, error) {
 		return nil, fmt.Errorf("%w: multiport needs one of --sports, --dports or --ports", ErrMissingArgument)
 	}
 	// The kernel checks the protocol again at load time.
-	proto, err := multiportProto(c)
-	if err != nil {
+	if _, err := multiportProto(c); err != nil {
 		return nil, err
 	}
 	m := b.m
-	m.proto = proto
+	m.Proto = c.ip.Proto
 	return &m, nil
 }
 
@@ -184,14 +185,16 @@ func (m *MultiportMatch) appendList(b []byte, numeric bool) []byte {
 	if m.Invert {
 		b = append(b, " !"...)
 	}
+	proto := m.Proto.String()
+	numeric = numeric || m.Proto == 0
 	for i, r := range m.Ports {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendServ(b, r.Lo, m.proto, numeric || m.proto == "")
+		b = appendServ(b, r.Lo, proto, numeric)
 		if r.Hi != r.Lo {
 			b = append(b, ':')
-			b = appendServ(b, r.Hi, m.proto, numeric || m.proto == "")
+			b = appendServ(b, r.Hi, proto, numeric)
 		}
 	}
 	return b

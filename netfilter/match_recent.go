@@ -26,8 +26,12 @@ var recentModeNames = map[RecentMode][2]string{
 // kept by the host (xt_recent). kube-proxy's ClientIP session affinity is
 // built on it.
 //
-// Build it by parsing a rule (Ruleset.Exec, Restore): the rule's family is
-// unexported state the parser sets, and a value built in Go lacks it.
+// Every field is exported and printed and tested as it stands, but the
+// defaults depend on the family: build one with NewRecentMatch, which
+// fills them in (the list "DEFAULT", the family's all-ones --mask,
+// --rsource), and set the other fields on the result. An empty Name is
+// the list "DEFAULT", and an invalid Mask masks nothing, but iptables
+// always prints a --mask, so a RecentMatch literal needs one to print.
 type RecentMatch struct {
 	Mode     RecentMode
 	Invert   bool
@@ -38,7 +42,19 @@ type RecentMatch struct {
 	TTL      bool   // --rttl: the TTL must also equal the one recorded
 	Dest     bool   // --rdest: the destination address instead of the source
 	Mask     netip.Addr
-	family   Family
+}
+
+// NewRecentMatch returns the recent match of family f with mode and the
+// defaults of a rule that gives no other option: "-m recent --rcheck" is
+// NewRecentMatch(IPv4, RecentCheck).
+func NewRecentMatch(f Family, mode RecentMode) *RecentMatch {
+	m := &RecentMatch{Mode: mode, Name: "DEFAULT"}
+	if f == IPv6 {
+		m.Mask = netip.AddrFrom16([16]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	} else {
+		m.Mask = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	}
+	return m
 }
 
 func init() {
@@ -46,15 +62,7 @@ func init() {
 		{name: "set", invert: true}, {name: "rcheck", invert: true}, {name: "update", invert: true}, {name: "remove", invert: true},
 		{name: "seconds", args: 1}, {name: "reap"}, {name: "hitcount", args: 1}, {name: "rttl"},
 		{name: "name", args: 1}, {name: "rsource"}, {name: "rdest"}, {name: "mask", args: 1},
-	}, newBuilder: func(c *ruleCtx) builder {
-		m := &RecentMatch{Name: "DEFAULT", family: c.family}
-		if c.family == IPv6 {
-			m.Mask = netip.AddrFrom16([16]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-		} else {
-			m.Mask = netip.AddrFrom4([4]byte{255, 255, 255, 255})
-		}
-		return m
-	}})
+	}, newBuilder: func(c *ruleCtx) builder { return NewRecentMatch(c.family, 0) }})
 }
 
 // Module implements Match.
@@ -142,7 +150,7 @@ func (m *RecentMatch) appendSave(b []byte) []byte {
 		b = append(b, " --rttl"...)
 	}
 	b = append(b, " --name "...)
-	b = append(b, m.Name...)
+	b = append(b, m.name()...)
 	b = append(b, " --mask "...)
 	b = m.Mask.AppendTo(b)
 	if m.Dest {
@@ -170,7 +178,7 @@ func (m *RecentMatch) appendList(b []byte, _ bool) []byte {
 		b = append(b, " TTL-Match"...)
 	}
 	b = append(b, " name: "...)
-	b = append(b, m.Name...)
+	b = append(b, m.name()...)
 	if m.Dest {
 		b = append(b, " side: dest"...)
 	} else {
@@ -178,6 +186,14 @@ func (m *RecentMatch) appendList(b []byte, _ bool) []byte {
 	}
 	b = append(b, " mask: "...)
 	return m.Mask.AppendTo(b)
+}
+
+// name is the list's name, "DEFAULT" when none is given.
+func (m *RecentMatch) name() string {
+	if m.Name == "" {
+		return "DEFAULT"
+	}
+	return m.Name
 }
 
 // The kernel's xt_recent module parameters at their defaults.
@@ -263,7 +279,7 @@ func (m *RecentMatch) match(c *evalCtx) bool {
 		ttl++ // a locally generated packet has not been decremented yet
 	}
 	now := c.host.clock.Now()
-	l := c.host.recentList(p.Family, m.Name)
+	l := c.host.recentList(p.Family, m.name())
 	ret := m.Invert
 	e := l.entries[a]
 	if e != nil && m.TTL && e.ttl != ttl {
@@ -324,8 +340,11 @@ func (l *recentList) reap(since time.Time, working netip.Addr) {
 	}
 }
 
-// maskAddr applies an address mask.
+// maskAddr applies an address mask; an invalid one masks nothing.
 func maskAddr(a, mask netip.Addr) netip.Addr {
+	if !mask.IsValid() {
+		return a
+	}
 	if a.Is4() && mask.Is4() {
 		x, y := a.As4(), mask.As4()
 		for i := range x {

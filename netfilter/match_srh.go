@@ -23,16 +23,36 @@ import (
 // little-endian machine, as packetwalk assumes, "--srh-tag 7" matches
 // the bytes 07 00 on the wire (tag 1792), not tag 7.
 //
-// Build it by parsing a rule (Ruleset.Exec, Restore): which tests are
-// given and which are inverted is unexported state the parser sets, so a
-// value built in Go tests nothing.
+// Tests says which options are given and Inverted which of those carry
+// "!"; the zero value tests nothing. SRHMatch{SegsLeft: 2, Tests:
+// SRHSegsLeftGt} is "-m srh --srh-segs-left-gt 2".
 type SRHMatch struct {
 	NextHdr, HdrLen, SegsLeft, LastEntry uint8
 	Tag                                  uint16
 	PSID, NSID, LSID                     netip.Prefix
-	// flags and inv hold a bit per option, in srhOpts order.
-	flags, inv uint16
+	Tests, Inverted                      SRHTests
 }
+
+// SRHTests is a set of the srh match's options, a bit each.
+type SRHTests uint16
+
+// The srh options, in the order iptables prints them (srhOpts).
+const (
+	SRHNextHdr SRHTests = 1 << iota
+	SRHHdrLenEq
+	SRHHdrLenGt
+	SRHHdrLenLt
+	SRHSegsLeftEq
+	SRHSegsLeftGt
+	SRHSegsLeftLt
+	SRHLastEntryEq
+	SRHLastEntryGt
+	SRHLastEntryLt
+	SRHTag
+	SRHPSID
+	SRHNSID
+	SRHLSID
+)
 
 // srhOpts are the options in the order iptables prints them.
 var srhOpts = []string{"next-hdr", "hdr-len-eq", "hdr-len-gt", "hdr-len-lt",
@@ -95,9 +115,9 @@ func (m *SRHMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 			m.LastEntry = uint8(n)
 		}
 	}
-	m.flags |= 1 << k
+	m.Tests |= 1 << k
 	if inv {
-		m.inv |= 1 << k
+		m.Inverted |= 1 << k
 	}
 	return nil
 }
@@ -129,10 +149,10 @@ func (m *SRHMatch) value(k int) string {
 
 func (m *SRHMatch) appendSave(b []byte) []byte {
 	for k, n := range srhOpts {
-		if m.flags&(1<<k) == 0 {
+		if m.Tests&(1<<k) == 0 {
 			continue
 		}
-		b = appendNot(b, m.inv&(1<<k) != 0)
+		b = appendNot(b, m.Inverted&(1<<k) != 0)
 		b = append(b, " --srh-"...)
 		b = append(b, n...)
 		b = append(b, ' ')
@@ -144,10 +164,10 @@ func (m *SRHMatch) appendSave(b []byte) []byte {
 func (m *SRHMatch) appendList(b []byte, _ bool) []byte {
 	b = append(b, " srh"...)
 	for k, n := range srhOpts {
-		if m.flags&(1<<k) == 0 {
+		if m.Tests&(1<<k) == 0 {
 			continue
 		}
-		inv := m.inv&(1<<k) != 0
+		inv := m.Inverted&(1<<k) != 0
 		if k >= 11 {
 			b = fmt.Appendf(b, " %s %s %s", n, map[bool]string{true: "!", false: ""}[inv], m.value(k))
 			continue
@@ -169,7 +189,7 @@ func (m *SRHMatch) match(c *evalCtx) bool {
 		return false
 	}
 	test := func(k int, ok bool) bool {
-		return m.flags&(1<<k) == 0 || ok != (m.inv&(1<<k) != 0)
+		return m.Tests&(1<<k) == 0 || ok != (m.Inverted&(1<<k) != 0)
 	}
 	under := func(pfx netip.Prefix, sid [16]byte) bool {
 		return pfx.Contains(netip.AddrFrom16(sid))
@@ -182,10 +202,10 @@ func (m *SRHMatch) match(c *evalCtx) bool {
 		test(10, bits.ReverseBytes16(p.SRHTag) == m.Tag)) {
 		return false
 	}
-	if m.flags&(1<<11) != 0 && (sl == le || !test(11, under(m.PSID, p.SRHPrevSID))) {
+	if m.Tests&(1<<11) != 0 && (sl == le || !test(11, under(m.PSID, p.SRHPrevSID))) {
 		return false
 	}
-	if m.flags&(1<<12) != 0 && (sl == 0 || !test(12, under(m.NSID, p.SRHNextSID))) {
+	if m.Tests&(1<<12) != 0 && (sl == 0 || !test(12, under(m.NSID, p.SRHNextSID))) {
 		return false
 	}
 	return test(13, under(m.LSID, p.SRHLastSID))

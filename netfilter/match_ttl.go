@@ -10,13 +10,14 @@ import (
 // "--ttl-gt N" (--hl-eq, --hl-lt, --hl-gt for hl). Only the equality
 // test may be inverted, and exactly one test is given.
 //
-// Build it by parsing a rule (Ruleset.Exec, Restore): whether it is the
-// ttl or the hl match is unexported state the parser sets; a value built
-// in Go is the ttl match.
+// Every field is exported: TTLMatch{Op: TTLGt, Value: 5} is "-m ttl
+// --ttl-gt 5", and with HL set "-m hl --hl-gt 5".
 type TTLMatch struct {
 	Op    TTLOp
 	Value uint8
-	hl    bool // the IPv6 hl match
+	// HL makes it ip6tables' hl match (the hop limit); false is the ttl
+	// match of iptables.
+	HL bool
 }
 
 // TTLOp is the comparison of a ttl or hl match, with the kernel's values.
@@ -50,12 +51,12 @@ func init() {
 				{name: p + "-gt", args: 1},
 			},
 			families:   []Family{fam},
-			newBuilder: func(*ruleCtx) builder { return &ttlBuilder{m: TTLMatch{hl: hl}} }})
+			newBuilder: func(*ruleCtx) builder { return &ttlBuilder{m: TTLMatch{HL: hl}} }})
 	}
 }
 
 func (b *ttlBuilder) name() string {
-	if b.m.hl {
+	if b.m.HL {
 		return "hl"
 	}
 	return "ttl"
@@ -97,7 +98,7 @@ func (b *ttlBuilder) done(*ruleCtx) (any, error) {
 
 // Module implements Match.
 func (m *TTLMatch) Module() string {
-	if m.hl {
+	if m.HL {
 		return "hl"
 	}
 	return "ttl"
@@ -122,7 +123,7 @@ func (m *TTLMatch) appendSave(b []byte) []byte {
 }
 
 func (m *TTLMatch) appendList(b []byte, _ bool) []byte {
-	if m.hl {
+	if m.HL {
 		b = append(b, " HL match HL "...)
 	} else {
 		b = append(b, " TTL match TTL "...)
