@@ -186,14 +186,17 @@
 // parsed one (handbuilt_test.go). Three ways, each match's comment says
 // which: an option that may be absent is a nil pointer, so the zero value
 // of a field tests nothing (TCPMatch, UDPMatch and SCTPMatch port ranges,
-// built with Port and Ports; MarkMatch's Mask; AHMatch's SPIs); where a
+// built with Port and Ports; MarkMatch's Mask; the SPIs, IDs and
+// SegsLeft ranges of AHMatch, ESPMatch, FragMatch and RTMatch); where a
 // zero value is a real argument ("--ctproto 0"), a set of the options
 // given and inverted (ConntrackMatch and SRHMatch Tests and Inverted);
 // where the defaults depend on the family, a constructor (NewRecentMatch).
 // A match that is one of two modules says which in a field (TTLMatch.HL,
 // OptsMatch.Dst), and MultiportMatch.Proto names the protocol whose
-// service names -L prints. Protocols,
-// TCP flags and the "not modelled" error come from package inet, connection
-// states, status bits and NAT kinds from package conntrack; a trace step's
-// Action and a result's Reason are typed values whose String is their text.
+// service names -L prints.
+//
+// Protocols, TCP flags and the "not modelled" error come from package
+// inet, connection states, status bits and NAT kinds from package
+// conntrack; a trace step's Action and a result's Reason are typed values
+// whose String is their text.
 package netfilter

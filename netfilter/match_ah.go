@@ -40,6 +40,10 @@ var anySPI = SPIRange{0, 0xffffffff}
 // full range uninverted is what iptables leaves out of the rule.
 func testsSPI(r *SPIRange, inv bool) bool { return r != nil && (*r != anySPI || inv) }
 
+// passes is the test of an optional range option: a nil r (the option
+// absent) passes every value.
+func (r *SPIRange) passes(v uint32, inv bool) bool { return r == nil || r.contains(v) != inv }
+
 func (r SPIRange) contains(v uint32) bool { return v >= r.Lo && v <= r.Hi }
 
 // parseSPIRange parses "N", "N:M", ":M" or "N:" with numbers in C syntax
@@ -89,15 +93,32 @@ func appendSPIs(b []byte, r SPIRange) []byte {
 // appendListSPIs prints a range as the IPsec matches' -L does:
 // "spi:N", "spis:N:M", with "!" after the colon when inverted.
 func appendListSPIs(b []byte, r SPIRange, inv bool) []byte {
+	return appendListRange(b, "spi:", "spis:", r, inv)
+}
+
+// appendListRange prints a range as the -L of the IPsec and IPv6 header
+// matches does: one, or many for a range, then "!" when inverted and the
+// range ("id:5", "ids:!1:9").
+func appendListRange(b []byte, one, many string, r SPIRange, inv bool) []byte {
 	if r.Lo == r.Hi {
-		b = append(b, "spi:"...)
+		b = append(b, one...)
 	} else {
-		b = append(b, "spis:"...)
+		b = append(b, many...)
 	}
 	if inv {
 		b = append(b, '!')
 	}
 	return appendSPIs(b, r)
+}
+
+// appendListLen prints " length:N" (" length:!N" inverted), as the -L of
+// the IPv6 header matches does.
+func appendListLen(b []byte, n uint32, inv bool) []byte {
+	b = append(b, " length:"...)
+	if inv {
+		b = append(b, '!')
+	}
+	return strconv.AppendUint(b, uint64(n), 10)
 }
 
 func init() {
@@ -186,19 +207,14 @@ func (m *AHMatch) match(c *evalCtx) bool {
 		if p.IPv6Exts&ExtAuth == 0 {
 			return false
 		}
-		return m.spiOK(p.AHSPI) &&
+		return m.SPIs.passes(p.AHSPI, m.InvSPI) &&
 			(!m.HasLen || ((uint32(p.AHLen)+2)*4 == m.Len) != m.InvLen) &&
 			(!m.Reserved || !p.AHReserved)
 	}
 	if p.FragOffset != 0 || p.Proto != 51 {
 		return false
 	}
-	return m.spiOK(p.SPI)
-}
-
-// spiOK is the --ahspi test; without the option every SPI passes.
-func (m *AHMatch) spiOK(spi uint32) bool {
-	return m.SPIs == nil || m.SPIs.contains(spi) != m.InvSPI
+	return m.SPIs.passes(p.SPI, m.InvSPI)
 }
 
 // unknownOpt refuses an option the module has only in the other family.

@@ -12,9 +12,11 @@ import (
 // --fragres (Packet.FragReserved), offset 0 when --fragfirst, the M flag
 // set for --fragmore and clear for --fraglast (Packet.FragMore). A packet
 // without a fragment header never matches. --fraglen is stored and
-// printed but, as in the kernel's ip6t_frag, never tested.
+// printed but, as in the kernel's ip6t_frag, never tested. A nil IDs is
+// an absent --fragid (any identification), and InvIDs applies only to a
+// present one.
 type FragMatch struct {
-	IDs                    SPIRange
+	IDs                    *SPIRange
 	InvIDs                 bool
 	Len                    uint32
 	HasLen, InvLen         bool
@@ -29,7 +31,7 @@ func init() {
 			{name: "fragres"}, {name: "fragfirst"}, {name: "fragmore"}, {name: "fraglast"},
 		},
 		families:   []Family{IPv6},
-		newBuilder: func(*ruleCtx) builder { return &FragMatch{IDs: anySPI} }})
+		newBuilder: func(*ruleCtx) builder { return &FragMatch{} }})
 }
 
 func (m *FragMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
@@ -39,7 +41,7 @@ func (m *FragMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 		if err != nil {
 			return err
 		}
-		m.IDs, m.InvIDs = r, inv
+		m.IDs, m.InvIDs = &r, inv
 	case "fraglen":
 		n, ok := parseCUint(args[0], 0xffffffff)
 		if !ok {
@@ -65,10 +67,10 @@ func (m *FragMatch) done(*ruleCtx) (any, error) { return m, nil }
 func (m *FragMatch) Module() string { return "frag" }
 
 func (m *FragMatch) appendSave(b []byte) []byte {
-	if m.IDs != anySPI || m.InvIDs {
+	if testsSPI(m.IDs, m.InvIDs) {
 		b = appendNot(b, m.InvIDs)
 		b = append(b, " --fragid "...)
-		b = appendSPIs(b, m.IDs)
+		b = appendSPIs(b, *m.IDs)
 	}
 	if m.HasLen {
 		b = appendNot(b, m.InvLen)
@@ -92,23 +94,11 @@ func (m *FragMatch) appendSave(b []byte) []byte {
 
 func (m *FragMatch) appendList(b []byte, _ bool) []byte {
 	b = append(b, " frag "...)
-	if m.IDs != anySPI || m.InvIDs {
-		if m.IDs.Lo == m.IDs.Hi {
-			b = append(b, "id:"...)
-		} else {
-			b = append(b, "ids:"...)
-		}
-		if m.InvIDs {
-			b = append(b, '!')
-		}
-		b = appendSPIs(b, m.IDs)
+	if testsSPI(m.IDs, m.InvIDs) {
+		b = appendListRange(b, "id:", "ids:", *m.IDs, m.InvIDs)
 	}
 	if m.HasLen {
-		b = append(b, " length:"...)
-		if m.InvLen {
-			b = append(b, '!')
-		}
-		b = strconv.AppendUint(b, uint64(m.Len), 10)
+		b = appendListLen(b, m.Len, m.InvLen)
 	}
 	if m.Res {
 		b = append(b, " reserved"...)
@@ -130,7 +120,7 @@ func (m *FragMatch) match(c *evalCtx) bool {
 	if p.IPv6Exts&ExtFragment == 0 {
 		return false
 	}
-	return m.IDs.contains(p.FragID) != m.InvIDs &&
+	return m.IDs.passes(p.FragID, m.InvIDs) &&
 		!(m.Res && p.FragReserved) &&
 		!(m.First && p.FragOffset != 0) &&
 		!(m.More && !p.FragMore) &&

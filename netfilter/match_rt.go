@@ -16,11 +16,12 @@ import (
 // --rt-0-* options need "--rt-type 0" before them (iptables refuses
 // them otherwise), --rt-0-not-strict --rt-0-addrs too. --rt-0-addrs tests the addresses of a type 0 header,
 // which Packet does not carry: such a rule is loaded and printed but
-// refused when the ruleset is loaded into a Host.
+// refused when the ruleset is loaded into a Host. A nil SegsLeft is an
+// absent --rt-segsleft, and InvSegsLeft applies only to a present one.
 type RTMatch struct {
 	Type             uint32
 	HasType, InvType bool
-	SegsLeft         SPIRange
+	SegsLeft         *SPIRange
 	InvSegsLeft      bool
 	Len              uint32
 	HasLen, InvLen   bool
@@ -40,7 +41,7 @@ func init() {
 			{name: "rt-0-not-strict"},
 		},
 		families:   []Family{IPv6},
-		newBuilder: func(*ruleCtx) builder { return &RTMatch{SegsLeft: anySPI} }})
+		newBuilder: func(*ruleCtx) builder { return &RTMatch{} }})
 }
 
 func (m *RTMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
@@ -57,7 +58,7 @@ func (m *RTMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 		if err != nil {
 			return err
 		}
-		m.SegsLeft, m.InvSegsLeft = r, inv
+		m.SegsLeft, m.InvSegsLeft = &r, inv
 	case "rt-len":
 		n, ok := parseCUint(args[0], 0xffffffff)
 		if !ok {
@@ -124,10 +125,10 @@ func (m *RTMatch) appendSave(b []byte) []byte {
 		b = append(b, " --rt-type "...)
 		b = strconv.AppendUint(b, uint64(m.Type), 10)
 	}
-	if m.SegsLeft != anySPI || m.InvSegsLeft {
+	if testsSPI(m.SegsLeft, m.InvSegsLeft) {
 		b = appendNot(b, m.InvSegsLeft)
 		b = append(b, " --rt-segsleft "...)
-		b = appendSPIs(b, m.SegsLeft)
+		b = appendSPIs(b, *m.SegsLeft)
 	}
 	if m.HasLen {
 		b = appendNot(b, m.InvLen)
@@ -156,23 +157,11 @@ func (m *RTMatch) appendList(b []byte, _ bool) []byte {
 		}
 		b = strconv.AppendUint(b, uint64(m.Type), 10)
 	}
-	if m.SegsLeft != anySPI || m.InvSegsLeft {
-		if m.SegsLeft.Lo == m.SegsLeft.Hi {
-			b = append(b, " segsleft:"...)
-		} else {
-			b = append(b, " segslefts:"...)
-		}
-		if m.InvSegsLeft {
-			b = append(b, '!')
-		}
-		b = appendSPIs(b, m.SegsLeft)
+	if testsSPI(m.SegsLeft, m.InvSegsLeft) {
+		b = appendListRange(b, " segsleft:", " segslefts:", *m.SegsLeft, m.InvSegsLeft)
 	}
 	if m.HasLen {
-		b = append(b, " length:"...)
-		if m.InvLen {
-			b = append(b, '!')
-		}
-		b = strconv.AppendUint(b, uint64(m.Len), 10)
+		b = appendListLen(b, m.Len, m.InvLen)
 	}
 	if m.Res {
 		b = append(b, " reserved"...)
@@ -192,7 +181,7 @@ func (m *RTMatch) match(c *evalCtx) bool {
 	if p.IPv6Exts&ExtRouting == 0 {
 		return false
 	}
-	return m.SegsLeft.contains(uint32(p.RTSegsLeft)) != m.InvSegsLeft &&
+	return m.SegsLeft.passes(uint32(p.RTSegsLeft), m.InvSegsLeft) &&
 		(!m.HasLen || ((uint32(p.RTLen)+1)*8 == m.Len) != m.InvLen) &&
 		(!m.HasType || (uint32(p.RTType) == m.Type) != m.InvType) &&
 		!(m.Res && p.RTReserved)
