@@ -7,6 +7,8 @@
 //     the cluster match, HMARK);
 //   - services: the embedded services database iptables and ipset read
 //     port names from (netfilter, ipset, cmd/packetwalk);
+//   - cnum: numbers as C's strtoul reads them with base 0 (netfilter,
+//     ipset);
 //   - probability: the exact endpoint probabilities of statistic --mode
 //     random cascades (netfilter/netfiltertest, kubeproxy's tests).
 //

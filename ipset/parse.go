@@ -3,11 +3,13 @@ package ipset
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strconv"
 	"strings"
 
 	"github.com/packetwalk/packetwalk/inet"
+	"github.com/packetwalk/packetwalk/internal/cnum"
 	"github.com/packetwalk/packetwalk/internal/services"
 	"go4.org/netipx"
 )
@@ -246,7 +248,7 @@ func parsePortNum(txt, proto string) (uint16, error) {
 	if p, ok := services.ByName(txt, proto); ok {
 		return p, nil
 	}
-	n, ok := parseCNumber(txt)
+	n, ok := cnum.ParseUint(txt, math.MaxUint64)
 	if !ok {
 		return 0, syntaxError("'%s' is invalid as number", txt)
 	}
@@ -254,22 +256,6 @@ func parsePortNum(txt, proto string) (uint16, error) {
 		return 0, syntaxError("'%s' is out of range 0-65535", txt)
 	}
 	return uint16(n), nil
-}
-
-// parseCNumber reads an unsigned number as strtoull with base 0 does.
-func parseCNumber(s string) (uint64, bool) {
-	base, digits := 10, s
-	switch {
-	case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
-		base, digits = 16, s[2:]
-	case len(s) > 1 && s[0] == '0':
-		base, digits = 8, s[1:]
-	}
-	if digits == "" || digits[0] == '+' || digits[0] == '-' || strings.ContainsRune(digits, '_') {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, base, 64)
-	return n, err == nil
 }
 
 func parsePortRange(txt, proto string) (lo, hi uint16, err error) {

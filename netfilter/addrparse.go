@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/internal/cnum"
 )
 
 // The address forms iptables 1.8.9 reads. For -s and -d (and iprange)
@@ -21,29 +23,7 @@ import (
 // the whole string, at most max.
 func parseCNumber(s string, max uint64) (uint64, bool) {
 	s = strings.TrimLeft(s, " \t\n\v\f\r")
-	s = strings.TrimPrefix(s, "+")
-	base := uint64(10)
-	switch {
-	case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
-		base, s = 16, s[2:]
-	case len(s) > 1 && s[0] == '0':
-		base, s = 8, s[1:]
-	}
-	if s == "" {
-		return 0, false
-	}
-	var v uint64
-	for i := 0; i < len(s); i++ {
-		d, ok := digitVal(s[i])
-		if !ok || d >= base {
-			return 0, false
-		}
-		if v > (max-d)/base {
-			return 0, false
-		}
-		v = v*base + d
-	}
-	return v, true
+	return cnum.ParseUint(strings.TrimPrefix(s, "+"), max)
 }
 
 func digitVal(c byte) (uint64, bool) {

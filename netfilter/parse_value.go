@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/packetwalk/packetwalk/internal/cnum"
 )
 
 // The number and VALUE/MASK syntax the modules share, read as iptables
@@ -30,26 +32,10 @@ func parseMarkArg(s string) (value, mask uint32, ok bool) {
 }
 
 // parseCUint parses an unsigned number the way strtoul with base 0 does
-// for iptables: "0x" hex, a leading "0" octal, otherwise decimal; the whole
-// string must be consumed and the value must not exceed max.
-func parseCUint(s string, max uint64) (uint64, bool) {
-	base := 10
-	digits := s
-	switch {
-	case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
-		base, digits = 16, s[2:]
-	case len(s) > 1 && s[0] == '0':
-		base, digits = 8, s[1:]
-	}
-	if digits == "" || digits[0] == '+' || digits[0] == '-' || strings.ContainsRune(digits, '_') {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, base, 64)
-	if err != nil || n > max {
-		return 0, false
-	}
-	return n, true
-}
+// for iptables (cnum.ParseUint): "0x" hex, a leading "0" octal, otherwise
+// decimal; the whole string must be consumed and the value must not
+// exceed max.
+func parseCUint(s string, max uint64) (uint64, bool) { return cnum.ParseUint(s, max) }
 
 // strtoul reads a number as C's strtoul with base 0 does for the option
 // lists of hbh and dst: an optional sign ("-1" wraps to the largest
@@ -66,13 +52,7 @@ func strtoul(s string) (uint64, bool) {
 	n, ok := parseCUint(s, ^uint64(0))
 	if !ok {
 		// Too large, or not a number: strtoul saturates the former.
-		base, digits := 10, s
-		switch {
-		case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
-			base, digits = 16, s[2:]
-		case len(s) > 1 && s[0] == '0':
-			base, digits = 8, s[1:]
-		}
+		base, digits := cnum.Base(s)
 		if _, err := strconv.ParseUint(digits, base, 64); err == nil || !errors.Is(err, strconv.ErrRange) {
 			return 0, false
 		}
