@@ -39,8 +39,9 @@
 //
 // Under internal/ are the harness that drives the real kernel in network
 // namespaces (kerneltest), the differential suites built on it (difftest),
-// the benchmarks (bench), exact statistic probabilities (probability) and
-// the kernel's jhash (jhash); docs/testing.md describes the test suites.
+// the benchmarks (bench), exact statistic probabilities (probability),
+// the kernel's jhash (jhash) and C's reading of numbers (cnum);
+// docs/testing.md describes the test suites.
 //
 // A packet received on an interface, or sent by a local process, crosses
 // the hooks in this order; each hook runs its tables by the kernel's
