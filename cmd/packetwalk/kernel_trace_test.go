@@ -209,6 +209,29 @@ func summaryPacket(s kerneltest.Summary) twPacket {
 	return p
 }
 
+// injectLabPacket sends packet i, lp, into the lab from the client, or,
+// when it answers an earlier packet (whose outcome is in earlier), as the
+// answer from the side that packet left to; it returns the side, the frame
+// sent and what the lab saw.
+func injectLabPacket(t *testing.T, lab *kerneltest.Lab, i int, lp labPacket, earlier []kernelOutcome) (kerneltest.Side, kerneltest.FrameSpec, kerneltest.Observation) {
+	t.Helper()
+	side, spec := kerneltest.Client, lp.frame
+	if lp.replyTo > 0 {
+		prev := earlier[lp.replyTo-1]
+		require.NotNil(t, prev.leaving, "packet %d answers packet %d, which did not leave", i+1, lp.replyTo)
+		spec = replyFrame(*prev.leaving, prev.frame, lp.replySeq, lp.replyAck)
+		if prev.out == "eth1" {
+			side = kerneltest.Server
+		}
+	}
+	frame, err := lab.FrameFrom(side, spec)
+	require.NoError(t, err)
+	require.NoError(t, lab.InjectFrom(side, frame))
+	obs, err := lab.Settle()
+	require.NoError(t, err)
+	return side, spec, obs
+}
+
 // kernelOutcome is what the lab saw of one packet.
 type kernelOutcome struct {
 	disposition string
@@ -348,20 +371,7 @@ func TestKernelTraceDifferential(t *testing.T) {
 	before, err := lab.Counters()
 	require.NoError(t, err)
 	for i, lp := range labPackets {
-		side, spec := kerneltest.Client, lp.frame
-		if lp.replyTo > 0 {
-			prev := kern[lp.replyTo-1]
-			require.NotNil(t, prev.leaving, "packet %d answers packet %d, which did not leave", i+1, lp.replyTo)
-			spec = replyFrame(*prev.leaving, prev.frame, lp.replySeq, lp.replyAck)
-			if prev.out == "eth1" {
-				side = kerneltest.Server
-			}
-		}
-		frame, err := lab.FrameFrom(side, spec)
-		require.NoError(t, err)
-		require.NoError(t, lab.InjectFrom(side, frame))
-		obs, err := lab.Settle()
-		require.NoError(t, err)
+		side, spec, obs := injectLabPacket(t, lab, i, lp, kern)
 		after, err := lab.Counters()
 		require.NoError(t, err)
 		hits, texts := counterHits(before, after)

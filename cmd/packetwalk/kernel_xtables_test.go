@@ -175,20 +175,7 @@ func TestKernelXtablesTrace(t *testing.T) {
 
 	var left []kernelOutcome
 	for i, lp := range xtablesPackets {
-		side, spec := kerneltest.Client, lp.frame
-		if lp.replyTo > 0 {
-			prev := left[lp.replyTo-1]
-			require.NotNil(t, prev.leaving, "packet %d answers packet %d, which did not leave", i+1, lp.replyTo)
-			spec = replyFrame(*prev.leaving, prev.frame, lp.replySeq, lp.replyAck)
-			if prev.out == "eth1" {
-				side = kerneltest.Server
-			}
-		}
-		frame, err := lab.FrameFrom(side, spec)
-		require.NoError(t, err)
-		require.NoError(t, lab.InjectFrom(side, frame))
-		obs, err := lab.Settle()
-		require.NoError(t, err)
+		side, spec, obs := injectLabPacket(t, lab, i, lp, left)
 		left = append(left, classify(side, obs, nil, nil, spec.Dst == labNode))
 	}
 	got := waitQuiet(&mon)[len(skip):]
