@@ -24,17 +24,19 @@
 //
 // # One runner
 //
-// Every random suite is a diffSuite run by runSuite (runner_test.go): how
-// to make its lab, draw a case (rapid) and run it in both worlds, and what
-// it counts for the closing line of figures. The runner spreads the cases
-// over PACKETWALK_DIFF_LABS labs, fails on the first divergence with the
-// case and its transcript, and rapid shrinks it and prints the seed that
-// replays it (docs/testing.md). A case runs in the kernel and in
-// packetwalk step by step rather than one after the other, because the
-// model takes over choices the kernel makes at random (NAT ports) before
-// the next packet. The shared steps of a run are there too: loaded
-// (both worlds took or refused the input), counterDiffs and
-// savesWithCounters.
+// Every suite drawn by rapid is a diffSuite run by runSuite
+// (runner_test.go): a diffSuite says how to make its lab, draw a case and
+// run it in both worlds, and what it counts for the closing line of
+// figures. The runner spreads the cases over PACKETWALK_DIFF_LABS labs,
+// fails on the first divergence with the case and its transcript, and
+// rapid shrinks it and prints the seed that replays it (docs/testing.md).
+// A case runs in the kernel and in packetwalk step by step rather than one
+// after the other, because the model takes over choices the kernel makes
+// at random (NAT ports) before the next packet. The steps runs share are
+// there too: loaded (both worlds took or refused the input), counterDiffs
+// and savesWithCounters. The grammar differential, which batches 60
+// numbered cases of a seed into one ruleset and reports every divergence,
+// has a driver of its own (below).
 //
 // # Rules from the full grammar
 //
