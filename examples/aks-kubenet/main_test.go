@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"math/big"
 	"testing"
 
@@ -13,11 +12,7 @@ import (
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
-func TestOutput(t *testing.T) {
-	var b bytes.Buffer
-	require.NoError(t, run(&b))
-	storytest.Golden(t, "output.golden", b.Bytes())
-}
+func TestOutput(t *testing.T) { storytest.Output(t, run) }
 
 func rat(num string, den int64) *big.Rat {
 	r, ok := new(big.Rat).SetString(num)

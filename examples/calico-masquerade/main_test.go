@@ -18,11 +18,7 @@ import (
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
-func TestOutput(t *testing.T) {
-	var b bytes.Buffer
-	require.NoError(t, run(&b))
-	storytest.Golden(t, "output.golden", b.Bytes())
-}
+func TestOutput(t *testing.T) { storytest.Output(t, run) }
 
 // TestWhoSeesWhat: the source each server sees, and the rule that decided
 // it, before and after the IPPool for VNet B.

@@ -23,11 +23,7 @@ import (
 	"github.com/packetwalk/packetwalk/render"
 )
 
-func TestOutput(t *testing.T) {
-	var b bytes.Buffer
-	require.NoError(t, run(&b))
-	storytest.Golden(t, "output.golden", b.Bytes())
-}
+func TestOutput(t *testing.T) { storytest.Output(t, run) }
 
 // seedRules returns the -A lines of a dump from the post.
 func seedRules(t *testing.T, path string) []string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"testing"
 
@@ -13,11 +12,7 @@ import (
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
-func TestOutput(t *testing.T) {
-	var b bytes.Buffer
-	require.NoError(t, run(&b))
-	storytest.Golden(t, "output.golden", b.Bytes())
-}
+func TestOutput(t *testing.T) { storytest.Output(t, run) }
 
 // TestRouteLocalnetOn: the SYN is DNATed to the pod by the localhost
 // NodePort rule and masqueraded to cni0's address on its way out.

@@ -17,11 +17,7 @@ import (
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
-func TestOutput(t *testing.T) {
-	var b bytes.Buffer
-	require.NoError(t, run(&b))
-	storytest.Golden(t, "output.golden", b.Bytes())
-}
+func TestOutput(t *testing.T) { storytest.Output(t, run) }
 
 // TestFiftyFifty: the two pods get exactly half of the connections each,
 // through the rule of the post's KUBE-SVC chain that names them.

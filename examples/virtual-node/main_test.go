@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"testing"
 
@@ -15,11 +14,7 @@ import (
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
-func TestOutput(t *testing.T) {
-	var b bytes.Buffer
-	require.NoError(t, run(&b))
-	storytest.Golden(t, "output.golden", b.Bytes())
-}
+func TestOutput(t *testing.T) { storytest.Output(t, run) }
 
 // TestRequestAddr: kuard on ACI sees the node, kuard on a VM sees the
 // ingress pod; cali-nat-outgoing is the rule that makes the difference.

@@ -2,8 +2,12 @@
 package storytest
 
 import (
+	"bytes"
+	"io"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/packetwalk/packetwalk/internal/golden"
 )
@@ -13,6 +17,15 @@ import (
 func Golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	golden.Check(t, filepath.Join("testdata", name), got)
+}
+
+// Output runs an example's run, which prints the story to w, and compares
+// what it printed with testdata/output.golden.
+func Output(t *testing.T, run func(w io.Writer) error) {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, run(&b))
+	Golden(t, "output.golden", b.Bytes())
 }
 
 // Updating reports whether the test run rewrites golden files (-update).
