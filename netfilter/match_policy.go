@@ -30,7 +30,6 @@ type PolicyMatch struct {
 	None   bool // --pol none
 	Strict bool
 	Elems  []PolicyElem
-	family Family
 }
 
 const policyMaxElems = 4 // XT_POLICY_MAX_ELEM
@@ -45,7 +44,7 @@ func init() {
 			{name: "next", multi: true},
 		},
 		newBuilder: func(c *ruleCtx) builder {
-			return &policyBuilder{m: PolicyMatch{family: c.family}, elems: []PolicyElem{{}}}
+			return &policyBuilder{m: PolicyMatch{}, elems: []PolicyElem{{}}}
 		}})
 }
 
