@@ -45,6 +45,12 @@ const (
 // ports). The buckets live in a table of the host named --hashlimit-name,
 // shared by every rule of the family naming it; as in the kernel, the
 // table keeps the options of the rule that created it.
+//
+// It has no constructor: build it by parsing a rule (Ruleset.Exec,
+// Restore), which fills in the defaults (burst 5, the family's full
+// masks, the table's sizes and intervals) and converts the rate into Avg
+// and Burst. A value built in Go is printed as an IPv4 rule would be: its
+// masks are left out when they are 32.
 type HashlimitMatch struct {
 	// Mode holds the Hashlimit* grouping bits and the internal inversion,
 	// byte-mode and rate-match flags.
@@ -560,6 +566,7 @@ func (h *Host) bindHashlimit(p *program) {
 		t := h.hashlimit[k]
 		if t == nil {
 			t = &hashlimitTable{cfg: *b.m, entries: map[hashlimitDst]*hashlimitEntry{}}
+			t.cfg.family = p.family // the program's, whoever built the match
 			size := int(t.cfg.Size)
 			if size == 0 {
 				size = hashlimitDefaultSize
