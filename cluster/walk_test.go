@@ -1,11 +1,13 @@
 package cluster_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/inet"
 )
 
@@ -65,4 +67,78 @@ delivered `, route(w))
 	}
 	assert.Contains(t, hooks, "FORWARD/filter")
 	assert.Contains(t, hooks, "POSTROUTING/nat")
+}
+
+// A client's connection through the load balancer (floating IP) to node2
+// and the answer back: node2 un-DNATs it to the VIP, the VNet recognises
+// the load balancer's connection, the load balancer sends it to the
+// Internet, where it leaves the model.
+func TestLoadBalancerRoundTrip(t *testing.T) {
+	f := kubenet(t, true)
+	world := cluster.Port{Device: "internet", Iface: "world"}
+	w, err := f.n.Receive(world, tcp(client+":50000", vip+":80", inet.SYN))
+	require.NoError(t, err)
+	require.Equal(t, cluster.Delivered, w.Fate, route(w))
+	assert.Equal(t, "backend node2 (10.240.0.5, 1 healthy of 2)", w.Hops[1].Note)
+	back, err := f.n.Reply(w, inet.SYN|inet.ACK)
+	require.NoError(t, err)
+	assert.Equal(t, `pod-b[>eth0] 10.244.1.6:8080→203.0.113.7:50000 => 10.244.1.6:8080→203.0.113.7:50000 sent
+node2[veth-b>eth0] 10.244.1.6:8080→203.0.113.7:50000 => 20.1.2.3:80→203.0.113.7:50000 forwarded
+vnet[node2>lb] 20.1.2.3:80→203.0.113.7:50000 => 20.1.2.3:80→203.0.113.7:50000 forwarded
+lb[backend>frontend] 20.1.2.3:80→203.0.113.7:50000 => 20.1.2.3:80→203.0.113.7:50000 forwarded
+internet[lb>world] 20.1.2.3:80→203.0.113.7:50000 => 20.1.2.3:80→203.0.113.7:50000 forwarded
+left left the model through internet/world`, route(back))
+	// The ACK follows the SYN to node2, whatever the random source says.
+	for i := range 5 {
+		w, err := f.n.Receive(world, tcp(client+":50000", vip+":80", inet.ACK))
+		require.NoError(t, err)
+		assert.Equal(t, "pod-b", w.Last().Device, "packet %d", i)
+	}
+}
+
+// Without probes, the walk's choice of node comes from the seed: the same
+// seed gives the same nodes.
+func TestLoadBalancerSeeded(t *testing.T) {
+	pick := func() string {
+		f := kubenet(t, false)
+		var s string
+		for port := 50000; port < 50010; port++ {
+			w, err := f.n.Receive(cluster.Port{Device: "internet", Iface: "world"}, tcp(fmt.Sprintf("%s:%d", client, port), vip+":80", inet.SYN))
+			require.NoError(t, err)
+			s += w.Last().Device + " "
+		}
+		return s
+	}
+	a := pick()
+	assert.Equal(t, a, pick())
+	assert.Contains(t, a, "node1", "some connections go to node1 and are dropped there")
+	assert.Contains(t, a, "pod-b")
+}
+
+// A pod's connection to the Internet: node1 masquerades it to its own
+// address (ip-masq-agent's rule), the NAT gateway to its public address;
+// the answer comes back through both translations.
+func TestGatewaySNAT(t *testing.T) {
+	f := kubenet(t, false)
+	w, err := f.n.Send("pod-a", tcp(podA+":40000", "93.184.216.34:443", inet.SYN))
+	require.NoError(t, err)
+	assert.Equal(t, `pod-a[>eth0] 10.244.0.5:40000→93.184.216.34:443 => 10.244.0.5:40000→93.184.216.34:443 sent
+node1[veth-a>eth0] 10.244.0.5:40000→93.184.216.34:443 => 10.240.0.4:40000→93.184.216.34:443 forwarded
+vnet[node1>nat] 10.240.0.4:40000→93.184.216.34:443 => 10.240.0.4:40000→93.184.216.34:443 forwarded
+nat[inside>outside] 10.240.0.4:40000→93.184.216.34:443 => 20.9.9.9:40000→93.184.216.34:443 forwarded
+internet[nat>world] 20.9.9.9:40000→93.184.216.34:443 => 20.9.9.9:40000→93.184.216.34:443 forwarded
+left left the model through internet/world`, route(w))
+	back, err := f.n.Receive(cluster.Port{Device: "internet", Iface: "world"}, cluster.ReplyTo(w.Last().Result.Packet, inet.SYN|inet.ACK))
+	require.NoError(t, err)
+	assert.Equal(t, `internet[world>nat] 93.184.216.34:443→20.9.9.9:40000 => 93.184.216.34:443→20.9.9.9:40000 forwarded
+nat[outside>inside] 93.184.216.34:443→20.9.9.9:40000 => 93.184.216.34:443→10.240.0.4:40000 forwarded
+vnet[nat>node1] 93.184.216.34:443→10.240.0.4:40000 => 93.184.216.34:443→10.240.0.4:40000 forwarded
+node1[eth0>veth-a] 93.184.216.34:443→10.240.0.4:40000 => 93.184.216.34:443→10.244.0.5:40000 forwarded
+pod-a[eth0>] 93.184.216.34:443→10.244.0.5:40000 => 93.184.216.34:443→10.244.0.5:40000 delivered
+delivered `, route(back))
+	// Unsolicited traffic to the gateway's address is dropped there.
+	w, err = f.n.Receive(cluster.Port{Device: "internet", Iface: "world"}, tcp("93.184.216.34:443", natIP+":40001", inet.SYN))
+	require.NoError(t, err)
+	assert.Equal(t, cluster.Dropped, w.Fate)
+	assert.Equal(t, "gateway nat: tcp 93.184.216.34:443 → 20.9.9.9:40001 belongs to no connection", w.Reason)
 }
