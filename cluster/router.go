@@ -116,8 +116,8 @@ func (r *Router) onLink(a netip.Addr) (string, bool) {
 	return port, best >= 0
 }
 
-// lookup routes dst: the port and the neighbour (invalid: the destination
-// itself) it goes to.
+// lookup routes dst: the port and the neighbour it goes to (invalid: the
+// device behind the port routes it).
 func (r *Router) lookup(dst netip.Addr) (port string, next netip.Addr, err error) {
 	best := -1
 	var rt *RouterRoute
@@ -141,7 +141,8 @@ func (r *Router) lookup(dst netip.Addr) (port string, next netip.Addr, err error
 		return "", netip.Addr{}, fmt.Errorf("router %s has no route to %s", r.name, dst)
 	}
 	if rt.Port != "" {
-		return rt.Port, dst, nil
+		// The device behind the port routes the packet itself.
+		return rt.Port, netip.Addr{}, nil
 	}
 	p, ok := r.onLink(rt.NextHop)
 	if !ok {

@@ -419,8 +419,8 @@ func (n *Network) routerStep(r *Router, t transit) ([]branch, error) {
 	hop := Hop{Device: r.name, Kind: KindRouter, In: t.at.Iface, Packet: t.pkt}
 	if t.next.IsValid() && !r.owns("", t.next) {
 		port, ok := r.onLink(t.next)
-		if !ok {
-			return []branch{dropAt(hop, fmt.Sprintf("router %s: neighbour %s is on no port", r.name, t.next))}, nil
+		if !ok || !n.reaches(Port{r.name, port}, t.next) {
+			return []branch{dropAt(hop, fmt.Sprintf("router %s: no neighbour %s on its ports", r.name, t.next))}, nil
 		}
 		b, err := n.forwardTo(hop, r.name, port, t.next, t.pkt, t.inner, true)
 		return []branch{b}, err
@@ -443,8 +443,35 @@ func (n *Network) routerStep(r *Router, t transit) ([]branch, error) {
 	if err != nil {
 		return []branch{dropAt(hop, err.Error())}, nil
 	}
+	if next.IsValid() && !n.reaches(Port{r.name, port}, next) {
+		return []branch{dropAt(hop, fmt.Sprintf("router %s: no neighbour %s on port %s", r.name, next, port))}, nil
+	}
 	b, err := n.forwardTo(hop, r.name, port, next, t.pkt, t.inner, true)
 	return []branch{b}, err
+}
+
+// reaches reports whether a frame for neighbour a sent out port p finds
+// it (ARP would): a host must own a on the linked interface, or have it
+// behind the bridge the interface is a port of; other devices take what
+// their port's prefixes send them. An unlinked port leads out of the
+// model and reaches everything.
+func (n *Network) reaches(p Port, a netip.Addr) bool {
+	peer, ok := n.links[p]
+	if !ok {
+		return true
+	}
+	d, ok := n.devices[peer.Device].(*hostDev)
+	if !ok {
+		return true
+	}
+	if d.owns(peer.Iface, a) {
+		return true
+	}
+	if br, ok := d.portOf[peer.Iface]; ok {
+		_, ok := n.fdb(d, br)(a)
+		return ok
+	}
+	return false
 }
 
 func tupleOf(p netfilter.Packet) flowKey {
