@@ -107,7 +107,16 @@ type fixture struct {
 
 // kubenet builds the fixture. With probes the load balancer asks each
 // node's kube-proxy health check; without, every node is healthy.
-func kubenet(t testing.TB, probes bool) fixture {
+func kubenet(t tb, probes bool) fixture {
+	t.Helper()
+	return kubenetWith(t, services, probes, nil)
+}
+
+// endpoint is an extra pod: its address, node and bridge port.
+type endpoint struct{ addr, node string }
+
+// kubenetWith builds the fixture with the Services of yaml and extra pods.
+func kubenetWith(t tb, services string, probes bool, extra []endpoint) fixture {
 	t.Helper()
 	n := cluster.New(cluster.Config{Seed: 1})
 	f := fixture{n: n}
@@ -132,15 +141,24 @@ func kubenet(t testing.TB, probes bool) fixture {
 		require.NoError(t, err)
 		hc, err := kubeproxy.HealthChecks(proxyConfig(nd.name), objs.Services, objs.EndpointSlices, objs.Nodes)
 		require.NoError(t, err)
-		require.Len(t, hc, 1)
-		hcs[i] = hc[0]
+		if len(hc) == 1 {
+			hcs[i] = hc[0]
+		}
 	}
 	f.node1, f.node2 = n.Host("node1"), n.Host("node2")
-	for _, p := range []struct{ name, node, port, addr, gw string }{
+	pods := []struct{ name, node, port, addr, gw string }{
 		{"pod-a", "node1", "veth-a", podA, "10.244.0.1"},
 		{"pod-c", "node1", "veth-c", podC, "10.244.0.1"},
 		{"pod-b", "node2", "veth-b", podB, "10.244.1.1"},
-	} {
+	}
+	for i, e := range extra {
+		gw := "10.244.0.1"
+		if e.node == "node2" {
+			gw = "10.244.1.1"
+		}
+		pods = append(pods, struct{ name, node, port, addr, gw string }{fmt.Sprintf("pod-%d", i), e.node, fmt.Sprintf("veth-%d", i), e.addr, gw})
+	}
+	for _, p := range pods {
 		_, err := n.AddPod(p.name, cluster.Pod{Addr: netip.PrefixFrom(ma(p.addr), 24), Gateway: ma(p.gw)})
 		require.NoError(t, err)
 		require.NoError(t, n.AddBridgePort(p.node, "cbr0", p.port))
@@ -197,3 +215,11 @@ func route(w cluster.Walk) string {
 	fmt.Fprintf(&b, "%s %s", w.Fate, w.Reason)
 	return b.String()
 }
+
+// tb is what the fixtures need of *testing.T and *rapid.T.
+type tb interface {
+	require.TestingT
+	Helper()
+}
+
+var _ tb = (*testing.T)(nil)
