@@ -54,7 +54,7 @@ func TestTopologyErrors(t *testing.T) {
 	w, err := n.Send("a", tcp("10.0.0.1:1", "10.0.0.2:2", inet.SYN))
 	require.NoError(t, err)
 	assert.Equal(t, cluster.Dropped, w.Fate)
-	assert.Equal(t, "router r: no neighbour 10.0.0.2 on its ports", w.Reason)
+	assert.Equal(t, "router r: no neighbour 10.0.0.2 on port p1", w.Reason)
 	w, err = n.Send("a", tcp("10.0.0.1:1", "10.0.2.2:2", inet.SYN))
 	require.NoError(t, err)
 	assert.Equal(t, cluster.Dropped, w.Fate)

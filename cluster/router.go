@@ -10,7 +10,11 @@ import (
 // longest matching prefix among the prefixes its ports reach and its
 // routes (a route wins over a port prefix of the same length, as a
 // user-defined route wins over a system route in Azure), and does not
-// change the packet: cloud networks do not decrement the TTL.
+// change the packet: cloud networks do not decrement the TTL. A frame
+// addressed to a neighbour on one of its ports (a load balancer's packet
+// for its backend) goes to that neighbour; every other packet is routed
+// by its destination, whatever its sender took for on link, as a cloud
+// network does.
 type Router struct {
 	name   string
 	addrs  []netip.Addr

@@ -418,12 +418,14 @@ func dropAt(hop Hop, why string) branch {
 func (n *Network) routerStep(r *Router, t transit) ([]branch, error) {
 	hop := Hop{Device: r.name, Kind: KindRouter, In: t.at.Iface, Packet: t.pkt}
 	if t.next.IsValid() && !r.owns("", t.next) {
-		port, ok := r.onLink(t.next)
-		if !ok || !n.reaches(Port{r.name, port}, t.next) {
-			return []branch{dropAt(hop, fmt.Sprintf("router %s: no neighbour %s on its ports", r.name, t.next))}, nil
+		// A frame for a neighbour on one of the router's ports goes
+		// there (a load balancer's floating IP to its backend); any other
+		// is routed by its destination, as a cloud network routes every
+		// packet whatever the sender took for on-link.
+		if port, ok := r.onLink(t.next); ok && n.reaches(Port{r.name, port}, t.next) {
+			b, err := n.forwardTo(hop, r.name, port, t.next, t.pkt, t.inner, true)
+			return []branch{b}, err
 		}
-		b, err := n.forwardTo(hop, r.name, port, t.next, t.pkt, t.inner, true)
-		return []branch{b}, err
 	}
 	// A reply from a load balancer's backend goes back through it.
 	for _, p := range r.ports {
