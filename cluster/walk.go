@@ -341,13 +341,27 @@ func (n *Network) fdb(d *hostDev, br string) func(netip.Addr) (string, bool) {
 		return nil
 	}
 	return func(a netip.Addr) (string, bool) {
-		for _, port := range d.bridges[br] {
-			peer, ok := n.links[Port{d.name, port}]
-			if !ok {
-				continue
-			}
-			if pd, ok := n.devices[peer.Device]; ok && pd.owns(peer.Iface, a) {
-				return port, true
+		// The neighbour itself first, then an uplink to a cloud network,
+		// which answers for every address it routes elsewhere (Azure's
+		// VNet answers every ARP request).
+		for pass := 0; pass < 2; pass++ {
+			for _, port := range d.bridges[br] {
+				peer, ok := n.links[Port{d.name, port}]
+				if !ok {
+					continue
+				}
+				pd, ok := n.devices[peer.Device]
+				if !ok {
+					continue
+				}
+				if pass == 0 && pd.owns(peer.Iface, a) {
+					return port, true
+				}
+				if r, ok := pd.(*Router); ok && pass == 1 {
+					if out, _, err := r.lookup(a); err == nil && out != peer.Iface {
+						return port, true
+					}
+				}
 			}
 		}
 		return "", false
