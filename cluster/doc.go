@@ -61,6 +61,8 @@
 //
 // What the model leaves out: Ethernet addresses (a bridge knows its
 // neighbours by their IP addresses, see [netfilter.BridgeIn]), ARP,
-// MTU and fragmentation across hops, IPv6 tunnels, and the cloud's own
-// filters (network security groups).
+// MTU and fragmentation across hops, IPv6 tunnels, the cloud's own
+// filters (network security groups), and the packets hosts generate
+// while walking (a REJECT's reset, an ICMP time exceeded): they are in
+// the hop's Result.Emitted, not followed.
 package cluster

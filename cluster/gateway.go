@@ -50,9 +50,18 @@ func (g *Gateway) translates(a netip.Addr) bool {
 }
 
 // snat returns the public source of an outgoing packet's tuple: the
-// connection's, or a new one that keeps the port when it is free.
+// connection's, or a new one that keeps the port when it is free. A
+// protocol without ports (ICMP) keeps port 0: its connections are told
+// apart by their addresses only.
 func (g *Gateway) snat(k flowKey, record bool) netip.AddrPort {
 	if s, ok := g.out[k]; ok {
+		return s
+	}
+	if !hasPorts(k.proto) {
+		s := netip.AddrPortFrom(g.public, 0)
+		if record {
+			g.out[k], g.in[flowKey{proto: k.proto, src: k.dst, dst: s}] = s, k.src
+		}
 		return s
 	}
 	port := k.src.Port()

@@ -29,6 +29,9 @@ type Config struct {
 	// Seed seeds the random source of the load balancers' choices in
 	// walks, so that a walk is the same on every run.
 	Seed uint64
+	// Source, when set, is the random source of those choices instead
+	// (a test's own, replayed); the network is its only user.
+	Source rand.Source
 	// MaxHops bounds the hops of one walk; 0 means 64.
 	MaxHops int
 }
@@ -87,9 +90,13 @@ func New(cfg Config) *Network {
 	if cfg.MaxHops <= 0 {
 		cfg.MaxHops = 64
 	}
+	src := cfg.Source
+	if src == nil {
+		src = rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)
+	}
 	return &Network{
 		cfg:     cfg,
-		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		rng:     rand.New(src),
 		devices: map[string]device{},
 		links:   map[Port]Port{},
 	}

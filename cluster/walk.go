@@ -566,12 +566,7 @@ func (n *Network) gatewayStep(g *Gateway, t transit, explain bool) ([]branch, er
 	if t.at.Iface == "inside" {
 		if g.translates(p.Src) {
 			k := tupleOf(p)
-			var s netip.AddrPort
-			if hasPorts(p.Proto) {
-				s = g.snat(k, !explain)
-			} else {
-				s = netip.AddrPortFrom(g.public, 0)
-			}
+			s := g.snat(k, !explain)
 			hop.Note = fmt.Sprintf("SNAT %s → %s", netip.AddrPortFrom(p.Src, p.SrcPort), s)
 			p.Src, p.SrcPort = s.Addr(), s.Port()
 		}

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/inet"
+	"github.com/packetwalk/packetwalk/netfilter"
 )
 
 // Pod to pod across nodes: out through node1's bridge (up to the host:
@@ -141,4 +143,58 @@ delivered `, route(back))
 	require.NoError(t, err)
 	assert.Equal(t, cluster.Dropped, w.Fate)
 	assert.Equal(t, "gateway nat: tcp 93.184.216.34:443 → 20.9.9.9:40001 belongs to no connection", w.Reason)
+}
+
+// constSource is a random source that always returns v.
+type constSource uint64
+
+func (c constSource) Uint64() uint64 { return uint64(c) }
+
+// An injected random source decides the load balancer's choices.
+func TestInjectedSource(t *testing.T) {
+	pick := func(src constSource) string {
+		n := cluster.New(cluster.Config{Source: src})
+		lb, err := n.AddLoadBalancer("lb")
+		require.NoError(t, err)
+		r, err := n.AddRouter("r")
+		require.NoError(t, err)
+		require.NoError(t, r.AddPort("lb"))
+		var backends []cluster.Backend
+		for i, ip := range []string{"10.0.0.1", "10.0.0.2"} {
+			h := netfilter.NewHost(netfilter.HostConfig{})
+			require.NoError(t, h.AddInterface("eth0", mp(ip+"/24")))
+			name := fmt.Sprintf("b%d", i)
+			require.NoError(t, n.AddHost(name, h))
+			require.NoError(t, r.AddPort(name, mp(ip+"/32")))
+			require.NoError(t, n.Link(cluster.Port{Device: name, Iface: "eth0"}, cluster.Port{Device: "r", Iface: name}))
+			backends = append(backends, cluster.Backend{Name: name, Addr: ma(ip)})
+		}
+		require.NoError(t, lb.AddRule(cluster.LBRule{Frontend: netip.MustParseAddrPort("1.2.3.4:80"), Proto: inet.TCP, Backends: backends, BackendPort: 8080}))
+		require.NoError(t, n.Link(cluster.Port{Device: "lb", Iface: "backend"}, cluster.Port{Device: "r", Iface: "lb"}))
+		w, err := n.Receive(cluster.Port{Device: "lb", Iface: "frontend"}, tcp("5.6.7.8:1000", "1.2.3.4:80", inet.SYN))
+		require.NoError(t, err)
+		require.Equal(t, cluster.Delivered, w.Fate, route(w))
+		assert.Equal(t, w.Last().Packet.Dst, backends[map[string]int{"b0": 0, "b1": 1}[w.Last().Device]].Addr, "not floating: DNAT to the backend")
+		return w.Last().Device
+	}
+	assert.Equal(t, "b0", pick(0))
+	assert.Equal(t, "b1", pick(^constSource(0)))
+}
+
+// A ping from a pod to the Internet: the gateway translates the address
+// and the echo reply finds its way back.
+func TestGatewayICMP(t *testing.T) {
+	f := kubenet(t, false)
+	ping := netfilter.ICMP(ma(podA), ma("93.184.216.34"), 8, 0)
+	ping.ICMPID = 7
+	w, err := f.n.Send("pod-a", ping)
+	require.NoError(t, err)
+	require.Equal(t, cluster.Left, w.Fate, route(w))
+	out := w.Last().Packet
+	assert.Equal(t, natIP, out.Src.String())
+	back, err := f.n.Receive(cluster.Port{Device: "internet", Iface: "world"}, cluster.ReplyTo(out, 0))
+	require.NoError(t, err)
+	assert.Equal(t, cluster.Delivered, back.Fate, route(back))
+	assert.Equal(t, "pod-a", back.Last().Device)
+	assert.Equal(t, uint8(0), back.Last().Packet.ICMPType)
 }
