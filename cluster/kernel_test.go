@@ -47,6 +47,19 @@ endpoints:
   conditions: {ready: true}
 `, clusterIP, podB)
 
+// vxlanRules count the outer packets of the overlay on each node, and
+// the inner ones on the VXLAN device.
+var vxlanRules = []string{
+	`-A OUTPUT -o eth0 -p udp --dport 4789 -m comment --comment "vxlan out"`,
+	`-A INPUT -i eth0 -p udp --dport 4789 -m comment --comment "vxlan in"`,
+	`-A FORWARD -o vx1 -m comment --comment "into the overlay"`,
+	`-A FORWARD -i vx1 -m comment --comment "out of the overlay"`,
+}
+
+// vxlanSrcPort is the one outer source port (srcport 40000 40001), so
+// that conntrack's entries of the outer flow are the same in both.
+const vxlanSrcPort = 40000
+
 // bridgedRule counts on node1 the frames its bridge forwards between two
 // of its ports (kubenet's pods on one node).
 const bridgedRule = `-A FORWARD -m physdev --physdev-is-bridged -m comment --comment "bridged between pods"`
@@ -54,28 +67,43 @@ const bridgedRule = `-A FORWARD -m physdev --physdev-is-bridged -m comment --com
 // twoNodeModel is the kernel test's network: pod A and pod C on node1's
 // cbr0, pod B on node2's, the nodes' eth0 linked directly, each routing
 // the other's pod CIDR through the other's address.
-func twoNodeModel(t *testing.T) (*cluster.Network, map[string]string) {
+//
+// With vxlan the nodes reach each other's pod CIDR through a VXLAN device
+// vx1, as Flannel does: a route via the other node's vx1 address, onlink.
+func twoNodeModel(t *testing.T, vxlan bool) (*cluster.Network, map[string]string) {
 	t.Helper()
 	n := cluster.New(cluster.Config{})
 	docs := map[string]string{}
-	for _, nd := range []struct{ name, ip, bridgeIP, other, otherCIDR string }{
-		{"node1", node1IP, "10.244.0.1", node2IP, "10.244.1.0/24"},
-		{"node2", node2IP, "10.244.1.1", node1IP, "10.244.0.0/24"},
+	for _, nd := range []struct{ name, ip, bridgeIP, other, otherCIDR, vtep, otherVtep string }{
+		{"node1", node1IP, "10.244.0.1", node2IP, "10.244.1.0/24", "10.244.0.0", "10.244.1.0"},
+		{"node2", node2IP, "10.244.1.1", node1IP, "10.244.0.0/24", "10.244.1.0", "10.244.0.0"},
 	} {
 		h := netfilter.NewHost(netfilter.HostConfig{})
 		h.Tracing = true
 		require.NoError(t, h.AddInterface("eth0", mp(nd.ip+"/24")))
 		require.NoError(t, h.AddInterface("cbr0", netip.PrefixFrom(ma(nd.bridgeIP), 24)))
-		require.NoError(t, h.AddRoute(netfilter.Route{Dst: mp(nd.otherCIDR), Iface: "eth0", Gateway: ma(nd.other)}))
+		if vxlan {
+			require.NoError(t, h.AddInterface("vx1", netip.PrefixFrom(ma(nd.vtep), 32)))
+			require.NoError(t, h.AddRoute(netfilter.Route{Dst: mp(nd.otherCIDR), Iface: "vx1", Gateway: ma(nd.otherVtep)}))
+		} else {
+			require.NoError(t, h.AddRoute(netfilter.Route{Dst: mp(nd.otherCIDR), Iface: "eth0", Gateway: ma(nd.other)}))
+		}
 		doc, err := kubeproxy.GenerateFromYAML(proxyConfig(nd.name), []byte(twoNodeServices))
 		require.NoError(t, err)
 		require.NoError(t, kubeproxy.Install(h, doc))
 		require.NoError(t, h.Exec(bridgedRule))
+		for _, r := range vxlanRules {
+			require.NoError(t, h.Exec(r))
+		}
 		var save strings.Builder
 		require.NoError(t, h.Ruleset(netfilter.IPv4).Save(&save, netfilter.SaveOptions{}))
 		docs[nd.name] = save.String()
 		require.NoError(t, n.AddHost(nd.name, h))
 		require.NoError(t, n.AddBridge(nd.name, "cbr0"))
+		if vxlan {
+			require.NoError(t, n.AddTunnel(nd.name, "vx1", cluster.Tunnel{Kind: cluster.VXLAN, Local: ma(nd.ip),
+				Remotes: map[netip.Addr]netip.Addr{ma(nd.otherVtep): ma(nd.other)}, SrcPortMin: vxlanSrcPort, SrcPortMax: vxlanSrcPort + 1}))
+		}
 	}
 	require.NoError(t, n.Link(cluster.Port{Device: "node1", Iface: "eth0"}, cluster.Port{Device: "node2", Iface: "eth0"}))
 	for _, p := range []struct{ name, node, port, addr, gw string }{
@@ -102,7 +130,7 @@ func ipBatch(t *testing.T, ns *kerneltest.NS, lines ...string) {
 	require.NoError(t, err, stderr)
 }
 
-func newLab(t *testing.T, docs map[string]string) *lab {
+func newLab(t *testing.T, docs map[string]string, vxlan bool) *lab {
 	t.Helper()
 	l := &lab{ns: map[string]*kerneltest.NS{}}
 	for _, name := range []string{"node1", "node2", "pod-a", "pod-b", "pod-c"} {
@@ -118,7 +146,7 @@ func newLab(t *testing.T, docs map[string]string) *lab {
 		"link set veth-a master cbr0", "link set veth-c master cbr0",
 		"address add "+node1IP+"/24 dev eth0", "address add 10.244.0.1/24 dev cbr0",
 		"link set eth0 up", "link set cbr0 up", "link set veth-a up", "link set veth-c up",
-		"route add 10.244.1.0/24 via "+node2IP+" dev eth0")
+	)
 	ipBatch(t, n2,
 		"link set lo up",
 		"link add cbr0 type bridge mcast_snooping 0",
@@ -126,7 +154,28 @@ func newLab(t *testing.T, docs map[string]string) *lab {
 		"link set veth-b master cbr0",
 		"address add "+node2IP+"/24 dev eth0", "address add 10.244.1.1/24 dev cbr0",
 		"link set eth0 up", "link set cbr0 up", "link set veth-b up",
-		"route add 10.244.0.0/24 via "+node1IP+" dev eth0")
+	)
+	if vxlan {
+		// Flannel's layout: vx1 with the node's VTEP address, a route to
+		// the other pod CIDR via the other VTEP, onlink, whose neighbour
+		// entry names the other vx1's MAC and the FDB the other node.
+		for i, ns := range []*kerneltest.NS{n1, n2} {
+			me, other := []string{node1IP, node2IP}[i], []string{node2IP, node1IP}[i]
+			vtep, otherVtep := []string{"10.244.0.0", "10.244.1.0"}[i], []string{"10.244.1.0", "10.244.0.0"}[i]
+			cidr := []string{"10.244.1.0/24", "10.244.0.0/24"}[i]
+			mac, otherMAC := []string{"02:00:00:00:00:01", "02:00:00:00:00:02"}[i], []string{"02:00:00:00:00:02", "02:00:00:00:00:01"}[i]
+			ipBatch(t, ns,
+				fmt.Sprintf("link add vx1 address %s type vxlan id 1 local %s dstport 4789 srcport %d %d nolearning", mac, me, vxlanSrcPort, vxlanSrcPort+1),
+				"address add "+vtep+"/32 dev vx1", "link set vx1 up",
+				"route add "+cidr+" via "+otherVtep+" dev vx1 onlink",
+				"neigh add "+otherVtep+" lladdr "+otherMAC+" dev vx1 nud permanent")
+			_, stderr, err := ns.Exec("", "bridge", "fdb", "append", otherMAC, "dev", "vx1", "dst", other)
+			require.NoError(t, err, stderr)
+		}
+	} else {
+		ipBatch(t, n1, "route add 10.244.1.0/24 via "+node2IP+" dev eth0")
+		ipBatch(t, n2, "route add 10.244.0.0/24 via "+node1IP+" dev eth0")
+	}
 	for _, p := range []struct{ name, addr, gw string }{{"pod-a", podA, "10.244.0.1"}, {"pod-b", podB, "10.244.1.1"}, {"pod-c", podC, "10.244.0.1"}} {
 		ipBatch(t, l.ns[p.name], "link set lo up", "address add "+p.addr+"/24 dev eth0", "link set eth0 up", "route add default via "+p.gw)
 	}
@@ -209,11 +258,18 @@ func conntrackLines(text string) []string {
 // answer, then one from pod A to pod C on the same bridge (bridged
 // through node1's iptables), and compares at every hop: the addresses and
 // TTL each pod receives, each node's conntrack entries, and every rule's
-// and policy's counters of each node.
+// and policy's counters of each node. The vxlan case routes between the
+// nodes through a VXLAN overlay instead (IP-in-IP is not in this
+// kernel), whose outer packets cross both nodes' iptables.
 func TestKernelTwoNodes(t *testing.T) {
 	kerneltest.Require(t)
-	n, docs := twoNodeModel(t)
-	l := newLab(t, docs)
+	t.Run("routed", func(t *testing.T) { kernelTwoNodes(t, false) })
+	t.Run("vxlan", func(t *testing.T) { kernelTwoNodes(t, true) })
+}
+
+func kernelTwoNodes(t *testing.T, vxlan bool) {
+	n, docs := twoNodeModel(t, vxlan)
+	l := newLab(t, docs, vxlan)
 	const payload = 20
 	udp := func(src, dst string) netfilter.Packet {
 		p := netfilter.UDP(netip.MustParseAddrPort(src), netip.MustParseAddrPort(dst))
@@ -229,12 +285,23 @@ func TestKernelTwoNodes(t *testing.T) {
 	for _, h := range w.Hops {
 		devs = append(devs, fmt.Sprintf("%s[%s>%s] %s:%d→%s:%d ttl %d", h.Device, h.In, h.Out, h.Packet.Src, h.Packet.SrcPort, h.Packet.Dst, h.Packet.DstPort, h.Packet.TTL))
 	}
-	assert.Equal(t, []string{
+	want := []string{
 		"pod-a[>eth0] 10.244.0.5:40000→10.0.0.10:53 ttl 64",
 		"node1[veth-a>eth0] 10.244.0.5:40000→10.0.0.10:53 ttl 64",
 		"node2[eth0>veth-b] 10.244.0.5:40000→10.244.1.6:5353 ttl 63",
 		"pod-b[eth0>] 10.244.0.5:40000→10.244.1.6:5353 ttl 62",
-	}, devs)
+	}
+	if vxlan {
+		want = []string{
+			"pod-a[>eth0] 10.244.0.5:40000→10.0.0.10:53 ttl 64",
+			"node1[veth-a>vx1] 10.244.0.5:40000→10.0.0.10:53 ttl 64",
+			"node1[>eth0] 10.240.0.4:40000→10.240.0.5:4789 ttl 64",
+			"node2[eth0>] 10.240.0.4:40000→10.240.0.5:4789 ttl 64",
+			"node2[vx1>veth-b] 10.244.0.5:40000→10.244.1.6:5353 ttl 63",
+			"pod-b[eth0>] 10.244.0.5:40000→10.244.1.6:5353 ttl 62",
+		}
+	}
+	assert.Equal(t, want, devs)
 	back, err := n.Reply(w, 0)
 	require.NoError(t, err)
 	require.Equal(t, cluster.Delivered, back.Fate, route(back))
@@ -285,7 +352,19 @@ func TestKernelTwoNodes(t *testing.T) {
 	// the datagram to the ClusterIP (48 bytes: 28 of headers, 20 of data).
 	save := string(n.Host("node1").Ruleset(netfilter.IPv4).AppendSave(nil, netfilter.SaveOptions{Counters: true}))
 	assert.Contains(t, save, "[1:48] "+bridgedRule, "the answer is accepted before, by KUBE-FORWARD")
-	assert.Regexp(t, `\[1:48\] -A KUBE-SEP-\w+ -p udp -m comment --comment "default/dns" -m udp -j DNAT --to-destination 10.244.1.6:5353`, save)
+	if vxlan {
+		// The datagram and its answer crossed the overlay: 48 bytes
+		// inside, 98 outside (IP, UDP, VXLAN and Ethernet headers);
+		// the answer out of it was accepted by KUBE-FORWARD first.
+		for _, r := range []string{
+			`[1:98] -A OUTPUT -o eth0 -p udp -m udp --dport 4789 -m comment --comment "vxlan out"`,
+			`[1:98] -A INPUT -i eth0 -p udp -m udp --dport 4789 -m comment --comment "vxlan in"`,
+			`[1:48] -A FORWARD -o vx1 -m comment --comment "into the overlay"`,
+			`[0:0] -A FORWARD -i vx1 -m comment --comment "out of the overlay"`,
+		} {
+			assert.Contains(t, save, r)
+		}
+	}
 }
 
 // tableSave cuts one table's part out of an iptables-save text.

@@ -39,6 +39,11 @@ type Tunnel struct {
 	Local netip.Addr
 	// Port is VXLAN's UDP destination port; 0 means 4789.
 	Port uint16
+	// SrcPortMin and SrcPortMax are the range of VXLAN's UDP source
+	// ports, MAX excluded, as `ip link add ... type vxlan srcport MIN
+	// MAX` sets it: the port is picked in it from a hash of the inner
+	// flow. Zero means the local port range, 32768 to 61000.
+	SrcPortMin, SrcPortMax uint16
 	// Remotes maps the next hop of a route through the tunnel to the
 	// remote node's underlay address: for VXLAN the forwarding database
 	// (Flannel routes 10.244.2.0/24 via 10.244.2.0 onlink, whose entry
@@ -72,6 +77,12 @@ func (n *Network) AddTunnel(host, iface string, t Tunnel) error {
 	}
 	if t.Port == 0 {
 		t.Port = vxlanPort
+	}
+	if t.SrcPortMin == 0 && t.SrcPortMax == 0 {
+		t.SrcPortMin, t.SrcPortMax = 32768, 61000
+	}
+	if t.SrcPortMax <= t.SrcPortMin {
+		return fmt.Errorf("%w: tunnel %s/%s: source port range %d-%d is empty (MAX is excluded)", ErrTopology, host, iface, t.SrcPortMin, t.SrcPortMax)
 	}
 	if _, ok := d.tunnels[iface]; ok {
 		return fmt.Errorf("%w: tunnel %s/%s declared twice", ErrTopology, host, iface)

@@ -384,11 +384,11 @@ func encapsulate(t *Tunnel, inner netfilter.Packet, remote netip.Addr) netfilter
 		return netfilter.Packet{Family: netfilter.IPv4, Proto: ipipProto, Src: t.Local, Dst: remote, Length: inner.Length + ipipOverhead, TTL: 64}
 	}
 	// The kernel picks the UDP source port from a hash of the inner flow
-	// in the local port range (udp_flow_src_port); any stable hash shows
-	// the same: one port per inner flow.
+	// in the range (udp_flow_src_port); any stable hash shows the same:
+	// one port per inner flow.
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s %s %d %d %d", inner.Src, inner.Dst, inner.Proto, inner.SrcPort, inner.DstPort)
-	sport := uint16(32768 + h.Sum32()%28232)
+	sport := t.SrcPortMin + uint16(h.Sum32()%uint32(t.SrcPortMax-t.SrcPortMin))
 	o := netfilter.UDP(netip.AddrPortFrom(t.Local, sport), netip.AddrPortFrom(remote, t.Port))
 	o.Length, o.TTL = inner.Length+vxlanOverhead, 64
 	return o
