@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"fmt"
+	"net/http"
 	"net/netip"
 
 	"github.com/packetwalk/packetwalk/cluster"
@@ -87,4 +88,51 @@ func ExampleNetwork_Explain() {
 	// Output:
 	// 1/2 delivered at pod2
 	// 1/2 delivered at pod3
+}
+
+// prober answers a health probe with a fixed status.
+type prober int
+
+func (p prober) Response(bool) (int, http.Header, []byte) { return int(p), nil, nil }
+
+func ExampleLoadBalancer() {
+	n := cluster.New(cluster.Config{})
+	lb, _ := n.AddLoadBalancer("lb")
+	vnet, _ := n.AddRouter("vnet")
+	_ = vnet.AddPort("lb")
+	var pool []cluster.Backend
+	for i, status := range []int{200, 503, 200} {
+		name := fmt.Sprintf("node%d", i+1)
+		ip := netip.AddrFrom4([4]byte{10, 0, 0, byte(4 + i)})
+		node := netfilter.NewHost(netfilter.HostConfig{})
+		_ = node.AddInterface("eth0", netip.PrefixFrom(ip, 24))
+		_ = n.AddHost(name, node)
+		_ = vnet.AddPort(name, netip.PrefixFrom(ip, 32))
+		_ = n.Link(cluster.Port{Device: name, Iface: "eth0"}, cluster.Port{Device: "vnet", Iface: name})
+		pool = append(pool, cluster.Backend{Name: name, Addr: ip, Probe: prober(status)})
+	}
+	err := lb.AddRule(cluster.LBRule{Frontend: netip.MustParseAddrPort("20.1.2.3:80"), Proto: inet.TCP, Backends: pool, BackendPort: 30080})
+	if err == nil {
+		err = n.Link(cluster.Port{Device: "lb", Iface: "backend"}, cluster.Port{Device: "vnet", Iface: "lb"})
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	answers, _ := lb.Probe(inet.TCP, netip.MustParseAddrPort("20.1.2.3:80"))
+	for _, a := range answers {
+		fmt.Println(a.Backend, a.Status, a.Healthy)
+	}
+	syn := netfilter.TCP(netip.MustParseAddrPort("203.0.113.7:50000"), netip.MustParseAddrPort("20.1.2.3:80"), inet.SYN)
+	outs, _ := n.ExplainReceive(cluster.Port{Device: "lb", Iface: "frontend"}, syn)
+	for _, o := range outs {
+		last := o.Walk.Last()
+		fmt.Printf("%s %s on %s as %v:%d\n", o.Probability.RatString(), o.Walk.Fate, last.Device, last.Packet.Dst, last.Packet.DstPort)
+	}
+	// Output:
+	// node1 200 true
+	// node2 503 false
+	// node3 200 true
+	// 1/2 delivered on node1 as 10.0.0.4:30080
+	// 1/2 delivered on node3 as 10.0.0.6:30080
 }
