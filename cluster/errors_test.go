@@ -85,3 +85,28 @@ func TestLoop(t *testing.T) {
 	_, err = n.Explain("a", tcp("10.0.0.1:1", "8.8.8.8:53", inet.SYN))
 	assert.ErrorIs(t, err, cluster.ErrLoop)
 }
+
+func TestNames(t *testing.T) {
+	for _, c := range []struct {
+		v    interface{ MarshalText() ([]byte, error) }
+		want string
+	}{
+		{cluster.Delivered, "delivered"}, {cluster.Dropped, "dropped"}, {cluster.Left, "left"}, {cluster.Fate(9), "Fate(9)"},
+		{cluster.KindHost, "host"}, {cluster.KindRouter, "router"}, {cluster.KindLoadBalancer, "load balancer"}, {cluster.KindGateway, "gateway"}, {cluster.Kind(0), "Kind(0)"},
+		{cluster.IPIP, "ipip"}, {cluster.VXLAN, "vxlan"},
+	} {
+		b, err := c.v.MarshalText()
+		require.NoError(t, err)
+		assert.Equal(t, c.want, string(b))
+	}
+	n := cluster.New(cluster.Config{})
+	_, err := n.AddGateway("gw", ma("20.0.0.1"))
+	require.NoError(t, err)
+	assert.NotNil(t, n.Gateway("gw"))
+	assert.Nil(t, n.Gateway("nope"))
+	assert.Nil(t, n.Router("gw"))
+	assert.Nil(t, n.LoadBalancer("gw"))
+	assert.Nil(t, n.Host("gw"))
+	assert.Equal(t, cluster.KindGateway, n.Kind("gw"))
+	assert.Equal(t, []string{"gw"}, n.Devices())
+}

@@ -34,6 +34,12 @@ func (n *Network) AddGateway(name string, public netip.Addr, inside ...netip.Pre
 	return g, nil
 }
 
+// Gateway returns the gateway called name, or nil.
+func (n *Network) Gateway(name string) *Gateway {
+	g, _ := n.devices[name].(*Gateway)
+	return g
+}
+
 func (*Gateway) kind() Kind { return KindGateway }
 
 func (*Gateway) hasPort(iface string) bool { return iface == "inside" || iface == "outside" }

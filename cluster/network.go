@@ -75,6 +75,9 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", k)
 }
 
+// MarshalText makes a Kind its name in JSON ("load balancer").
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
 // device is what every kind of device has.
 type device interface {
 	kind() Kind

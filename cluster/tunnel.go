@@ -27,6 +27,9 @@ func (k TunnelKind) String() string {
 	return fmt.Sprintf("TunnelKind(%d)", k)
 }
 
+// MarshalText makes a TunnelKind its name in JSON ("vxlan").
+func (k TunnelKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
 // Tunnel is an overlay device of a host: a packet the host routes out the
 // tunnel's interface is encapsulated in an outer packet from Local to the
 // remote node and sent by the host (the outer packet crosses its OUTPUT

@@ -35,6 +35,9 @@ func (f Fate) String() string {
 	return fmt.Sprintf("Fate(%d)", f)
 }
 
+// MarshalText makes a Fate its name in JSON ("delivered").
+func (f Fate) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
 // Hop is one device's part of a walk.
 type Hop struct {
 	// Device names the device, Kind says what it is.
