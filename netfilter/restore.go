@@ -20,6 +20,12 @@ type RestoreOptions struct {
 	// or always matches, printed back as given; Ruleset.Placeholders lists
 	// them with their input lines (lenient.go).
 	Lenient Lenient
+	// Fragment, when not nil, reads the input as a fragment of a dump
+	// (the lines of `iptables-save | grep X`): tables inferred from chain
+	// names and targets, user chains declared where used, "*table"
+	// sections and COMMIT optional; fragment.go says how, and
+	// FragmentOptions.Report receives what was assumed.
+	Fragment *FragmentOptions
 }
 
 // Restore applies iptables-restore input to the ruleset. Like the kernel,
@@ -37,6 +43,15 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 // it, and the kernel refuses a rule naming a missing accounting object, a
 // missing one is refused at that line.
 func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated, objs objects) error {
+	if opt.Fragment != nil {
+		return rs.restoreFragment(data, opt, committed, objs)
+	}
+	return rs.restoreLines(data, opt, committed, objs, nil)
+}
+
+// restoreLines is restore; lineMap, when not nil, maps each line of data
+// to the line of the user's input it came from, for placeholders.
+func (rs *Ruleset) restoreLines(data []byte, opt RestoreOptions, committed *[numTables]*validated, objs objects, lineMap []int) error {
 	var (
 		cur     *Table
 		curLine int
@@ -190,7 +205,11 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 				origin = append(origin, ruleOrigin{r, lineNo})
 			}
 			if opt.Lenient != LenientOff {
-				setPlaceholderLines(cmd.rules, lineNo)
+				ln := lineNo
+				if lineMap != nil && ln <= len(lineMap) {
+					ln = lineMap[ln-1]
+				}
+				setPlaceholderLines(cmd.rules, ln)
 			}
 		}
 	}
