@@ -517,7 +517,7 @@ func completeFragment(f Family, data []byte, opt FragmentOptions, lenient Lenien
 		if fl.cand == 0 {
 			return nil, nil, rep, toParseError(fl.line, lineText(data, fl.line), fmt.Errorf("%w: no table fits %s: %s", ErrNotAllowed, what, conflict(lines, fl, unknown)))
 		}
-		return nil, nil, rep, toParseError(fl.line, lineText(data, fl.line), fmt.Errorf("%w: %s fits the tables %s: give a default table (--table) or a *table section", ErrAmbiguousTable, what, fl.cand))
+		return nil, nil, rep, toParseError(fl.line, lineText(data, fl.line), fmt.Errorf("%w: %s fits the tables %s: give a default table or a *table section", ErrAmbiguousTable, what, fl.cand))
 	}
 
 	// Declarations: every user chain a line writes or jumps to, unless a

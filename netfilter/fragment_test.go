@@ -96,9 +96,9 @@ func TestFragmentErrors(t *testing.T) {
 		msg      string
 	}{
 		{"ambiguous", "# x\n-A INPUT -p tcp --dport 22 -j ACCEPT", NoTable, 2, ErrAmbiguousTable,
-			"line 2: table cannot be told: -A INPUT fits the tables mangle, filter, nat: give a default table (--table) or a *table section"},
+			"line 2: table cannot be told: -A INPUT fits the tables mangle, filter, nat: give a default table or a *table section"},
 		{"ambiguous FORWARD", "-A FORWARD -j ACCEPT", NoTable, 1, ErrAmbiguousTable,
-			"line 1: table cannot be told: -A FORWARD fits the tables mangle, filter: give a default table (--table) or a *table section"},
+			"line 1: table cannot be told: -A FORWARD fits the tables mangle, filter: give a default table or a *table section"},
 		{"conflict", "-A PREROUTING -j X\n-A X -j DNAT --to-destination 10.0.0.1\n-A X -p tcp -j REJECT", NoTable, 1, ErrNotAllowed,
 			"line 1: not allowed here: no table fits -A PREROUTING: chain PREROUTING is in mangle, raw, nat; chain X is used by lines that fit different tables: line 1 (mangle, raw, nat), line 2 (nat), line 3 (filter)"},
 		{"no table for name and target", "-A KUBE-FORWARD -j DNAT --to-destination 10.0.0.1", NoTable, 1, ErrNotAllowed,

@@ -106,6 +106,9 @@ func (c *cmdEnv) buildNode(ni *nodeInput) (*node, error) {
 	nd, err := ni.build(c.stdin)
 	if err == nil {
 		// Each rule --lenient loaded without modelling it is reported.
+		for _, l := range nd.notes {
+			fmt.Fprintf(c.stderr, "%s: %s\n", c.name, l)
+		}
 		for _, l := range nd.placeholders {
 			fmt.Fprintf(c.stderr, "%s: %s\n", c.name, l)
 		}
