@@ -24,6 +24,9 @@ type FragmentOptions struct {
 	Table TableID
 	// Report, when not nil, receives what was assumed.
 	Report *FragmentReport
+	// lineTables holds the table a listing tells for some lines
+	// (listparse.go).
+	lineTables map[int]TableID
 }
 
 // FragmentReport says what reading a fragment assumed.
@@ -439,6 +442,9 @@ func completeFragment(f Family, data []byte, opt FragmentOptions, lenient Lenien
 		}
 		if section != NoTable {
 			fl.cand, fl.why = 1<<section, "*table section"
+		}
+		if t, ok := opt.lineTables[lineNo]; ok {
+			fl.cand, fl.why = 1<<t, "listing of the table"
 		}
 		lines = append(lines, fl)
 	}

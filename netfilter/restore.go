@@ -26,6 +26,13 @@ type RestoreOptions struct {
 	// sections and COMMIT optional; fragment.go says how, and
 	// FragmentOptions.Report receives what was assumed.
 	Fragment *FragmentOptions
+	// Listing reads the input as iptables -L output (with or without -n,
+	// -v, -x, --line-numbers; listparse.go): each row is read back into
+	// its rule, tables and chains as for a fragment (Fragment, when set,
+	// gives the default table and the report), and the input is refused,
+	// naming the line, unless every chain read lists back as given.
+	// Counters are always taken from a -v listing.
+	Listing bool
 }
 
 // Restore applies iptables-restore input to the ruleset. Like the kernel,
@@ -43,6 +50,9 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 // it, and the kernel refuses a rule naming a missing accounting object, a
 // missing one is refused at that line.
 func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated, objs objects) error {
+	if opt.Listing {
+		return rs.restoreListing(data, opt, committed, objs)
+	}
 	if opt.Fragment != nil {
 		return rs.restoreFragment(data, opt, committed, objs)
 	}
