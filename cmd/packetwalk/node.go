@@ -37,6 +37,7 @@ type nodeInput struct {
 	seed           uint64
 	lenient        lenientFlag
 	fragment       bool
+	listing        bool
 	fragTable      tableFlag
 	stdinUsed      bool // "-" may be given to one flag only
 }
@@ -100,6 +101,13 @@ DNAT and MASQUERADE are nat; REJECT is filter; CT is raw ...); a line that
 fits several tables is refused with its line number unless
 --fragment-table TABLE gives the default. The chains used are declared,
 and what was assumed is printed on stderr.
+--listing reads them as 'iptables -L' output ('iptables -t nat -nvL' is all
+some posts show): each row is read back into its rule (the list forms of
+comment, tcp/udp, mark, conntrack, state, addrtype, statistic, multiport,
+iprange, recent, set and of DNAT, SNAT, MASQUERADE, REDIRECT, MARK,
+REJECT), and refused with its line when the listing does not tell the rule
+(another list form, or counters rounded by -v without -x that do not list
+back the same).
 `
 
 func (n *nodeInput) register(fs *flag.FlagSet) {
@@ -119,6 +127,7 @@ func (n *nodeInput) register(fs *flag.FlagSet) {
 	fs.Var(&n.backend, "backend", "iptables flavour `nft|legacy`")
 	fs.Uint64Var(&n.seed, "seed", 0, "seed `N` of the random source (statistic, NAT ports)")
 	fs.BoolVar(&n.fragment, "fragment", false, "read --rules/--rules6 as a fragment (a grep of iptables-save): infer each line's table, declare the chains used, report on stderr")
+	fs.BoolVar(&n.listing, "listing", false, "read --rules/--rules6 as 'iptables -L' output (-n, -v, -x, --line-numbers as printed; several tables, each after its '$ iptables -t TABLE -nvL' line or told by its built-in chains): rows read back into rules, tables inferred as for --fragment; a row that does not list back exactly is refused with its line")
 	fs.Var(&n.fragTable, "fragment-table", "with --fragment, the `TABLE` of lines whose chain names and targets fit several tables (default: refuse them)")
 	fs.Var(&n.lenient, "lenient", "`MODE` never-match or always-match: load a rule whose match or target module packetwalk does not model as a placeholder that never or always matches, reported on stderr; off refuses such rules")
 }
@@ -379,8 +388,11 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 	}
 
 	// Rules.
-	if n.fragTable.t != netfilter.NoTable && !n.fragment {
-		return nil, usagef("--fragment-table is the default table of --fragment: give --fragment too")
+	if n.fragTable.t != netfilter.NoTable && !n.fragment && !n.listing {
+		return nil, usagef("--fragment-table is the default table of --fragment or --listing: give one of them too")
+	}
+	if n.fragment && n.listing {
+		return nil, usagef("--fragment and --listing are two input forms: give one")
 	}
 	load := func(f netfilter.Family, file string) error {
 		data, err := n.readInput(stdin, file)
@@ -389,8 +401,9 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		}
 		opt := netfilter.RestoreOptions{Counters: true, Lenient: n.lenient.v}
 		var rep netfilter.FragmentReport
-		if n.fragment {
+		if n.fragment || n.listing {
 			opt.Fragment = &netfilter.FragmentOptions{Table: n.fragTable.t, Report: &rep}
+			opt.Listing = n.listing
 		}
 		if err := h.Restore(f, data, opt); err != nil {
 			if m := missingNFAcct(displayName(file), err); m != nil {
@@ -403,7 +416,11 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 			return &inputError{file: displayName(file), err: err}
 		}
 		for _, l := range rep.Summary() {
-			nd.notes = append(nd.notes, displayName(file)+": fragment: "+l)
+			form := "fragment"
+			if n.listing {
+				form = "listing"
+			}
+			nd.notes = append(nd.notes, displayName(file)+": "+form+": "+l)
 		}
 		for _, p := range h.Placeholders(f) {
 			opt := "-m "
