@@ -207,12 +207,20 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		res := o.res
 		from := "from a local process"
 		if o.in != "" {
 			from = "in " + o.in
 		}
 		fmt.Fprintf(b, "packet %d: %s, %s\n", o.n, describe(o.input), from)
+		writeWalk(b, nd.sysctls, o)
+	}
+}
+
+// writeWalk writes one packet's walk through a host: its rules, the
+// routing decision, the verdict and the packet as it leaves.
+func writeWalk(b *bytes.Buffer, sysctls map[string]int, o outcome) {
+	{
+		res := o.res
 		var rows []textRow
 		routed := res.Where.Action.Kind == netfilter.ActionRoute // its own line below
 		route := func() {
@@ -292,7 +300,7 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 			route()
 		}
 		if res.Where.Action.Kind == netfilter.ActionRoute {
-			rows = append(rows, textRow{cells: []string{"  routing", "", "", "", "DROP", routeDropText(nd, res)}})
+			rows = append(rows, textRow{cells: []string{"  routing", "", "", "", "DROP", routeDropText(sysctls, res)}})
 		}
 		writeRows(b, rows)
 		verdict := res.Verdict.String() + ", " + res.Disposition.String()
@@ -433,7 +441,7 @@ func routeText(o outcome) string {
 	return "out " + res.Packet.Out
 }
 
-func routeDropText(nd *node, res netfilter.Result) string {
+func routeDropText(sysctls map[string]int, res netfilter.Result) string {
 	p := res.Packet
 	const localnet = " (127.0.0.0/8 is routed only on lo with net.ipv4.conf.all.route_localnet=0)"
 	switch {
@@ -445,7 +453,7 @@ func routeDropText(nd *node, res netfilter.Result) string {
 		return "source " + p.Src.String() + " cannot reach " + p.Dst.String() + " off the host" + localnet
 	case res.Where.Hook == netfilter.Output:
 		return "no route to " + p.Dst.String()
-	case nd.sysctls["net.ipv4.ip_forward"] == 0:
+	case sysctls["net.ipv4.ip_forward"] == 0:
 		return "not local and forwarding is off (net.ipv4.ip_forward=0)"
 	case p.TTL <= 1:
 		return "TTL expired in transit (or no route to " + p.Dst.String() + ")"
