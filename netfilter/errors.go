@@ -33,6 +33,9 @@ var (
 	ErrNotModelled      = inet.ErrNotModelled // what packetwalk does not model, refused by name
 	ErrMultipleFlags    = errors.New("option given more than once")
 	ErrIncompatibleOpts = errors.New("incompatible options")
+	// ErrAmbiguousTable: a line of a fragment (RestoreOptions.Fragment)
+	// that fits more than one table, with no default table given.
+	ErrAmbiguousTable = errors.New("table cannot be told")
 	// ErrUnknownInterface: a packet given to the host on an interface
 	// it does not have (see Host.AddInterface; lo always exists).
 	ErrUnknownInterface = errors.New("unknown interface")

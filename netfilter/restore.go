@@ -20,6 +20,19 @@ type RestoreOptions struct {
 	// or always matches, printed back as given; Ruleset.Placeholders lists
 	// them with their input lines (lenient.go).
 	Lenient Lenient
+	// Fragment, when not nil, reads the input as a fragment of a dump
+	// (the lines of `iptables-save | grep X`): tables inferred from chain
+	// names and targets, user chains declared where used, "*table"
+	// sections and COMMIT optional; fragment.go says how, and
+	// FragmentOptions.Report receives what was assumed.
+	Fragment *FragmentOptions
+	// Listing reads the input as iptables -L output (with or without -n,
+	// -v, -x, --line-numbers; listparse.go): each row is read back into
+	// its rule, tables and chains as for a fragment (Fragment, when set,
+	// gives the default table and the report), and the input is refused,
+	// naming the line, unless every chain read lists back as given.
+	// Counters are always taken from a -v listing.
+	Listing bool
 }
 
 // Restore applies iptables-restore input to the ruleset. Like the kernel,
@@ -37,6 +50,18 @@ func (rs *Ruleset) Restore(data []byte, opt RestoreOptions) error {
 // it, and the kernel refuses a rule naming a missing accounting object, a
 // missing one is refused at that line.
 func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTables]*validated, objs objects) error {
+	if opt.Listing {
+		return rs.restoreListing(data, opt, committed, objs)
+	}
+	if opt.Fragment != nil {
+		return rs.restoreFragment(data, opt, committed, objs)
+	}
+	return rs.restoreLines(data, opt, committed, objs, nil)
+}
+
+// restoreLines is restore; lineMap, when not nil, maps each line of data
+// to the line of the user's input it came from, for placeholders.
+func (rs *Ruleset) restoreLines(data []byte, opt RestoreOptions, committed *[numTables]*validated, objs objects, lineMap []int) error {
 	var (
 		cur     *Table
 		curLine int
@@ -190,7 +215,11 @@ func (rs *Ruleset) restore(data []byte, opt RestoreOptions, committed *[numTable
 				origin = append(origin, ruleOrigin{r, lineNo})
 			}
 			if opt.Lenient != LenientOff {
-				setPlaceholderLines(cmd.rules, lineNo)
+				ln := lineNo
+				if lineMap != nil && ln <= len(lineMap) {
+					ln = lineMap[ln-1]
+				}
+				setPlaceholderLines(cmd.rules, ln)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -29,6 +30,41 @@ const (
 const lenientRules = "*filter\n:INPUT DROP [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
 	"-A INPUT -p tcp -m tcp --dport 22 -m frobnicate --level 3 -j ACCEPT\n" +
 	"-A INPUT -p tcp -j SYNPROXY --mss 1460\n-A INPUT -p tcp -m tcp --dport 80 -j ACCEPT\nCOMMIT\n"
+
+// whereamiNAT is the nat table of the AKS whereami service as
+// 'iptables -t nat -nvL' prints it (written by packetwalk from
+// testdata/fragment/whereami).
+const whereamiNAT = `Chain PREROUTING (policy ACCEPT 0 packets, 0 bytes)
+ pkts bytes target     prot opt in     out     source               destination         
+    0     0 KUBE-SERVICES  0    --  *      *       0.0.0.0/0            0.0.0.0/0            /* kubernetes service portals */
+
+Chain INPUT (policy ACCEPT 0 packets, 0 bytes)
+ pkts bytes target     prot opt in     out     source               destination         
+
+Chain OUTPUT (policy ACCEPT 0 packets, 0 bytes)
+ pkts bytes target     prot opt in     out     source               destination         
+
+Chain POSTROUTING (policy ACCEPT 0 packets, 0 bytes)
+ pkts bytes target     prot opt in     out     source               destination         
+
+Chain KUBE-MARK-MASQ (2 references)
+ pkts bytes target     prot opt in     out     source               destination         
+    0     0 MARK       0    --  *      *       0.0.0.0/0            0.0.0.0/0            MARK or 0x4000
+
+Chain KUBE-SEP-6HBOEI5FVFTJNRJ3 (1 references)
+ pkts bytes target     prot opt in     out     source               destination         
+    0     0 KUBE-MARK-MASQ  0    --  *      *       10.13.76.26          0.0.0.0/0            /* default/whereami: */
+    0     0 DNAT       6    --  *      *       0.0.0.0/0            0.0.0.0/0            /* default/whereami: */ tcp to:10.13.76.26:80
+
+Chain KUBE-SERVICES (1 references)
+ pkts bytes target     prot opt in     out     source               destination         
+    0     0 KUBE-MARK-MASQ  6    --  *      *      !10.13.76.0/24        10.0.159.58          /* default/whereami: cluster IP */ tcp dpt:80
+    0     0 KUBE-SVC-7G2JV7LNOR6DDNIY  6    --  *      *       0.0.0.0/0            10.0.159.58          /* default/whereami: cluster IP */ tcp dpt:80
+
+Chain KUBE-SVC-7G2JV7LNOR6DDNIY (1 references)
+ pkts bytes target     prot opt in     out     source               destination         
+    0     0 KUBE-SEP-6HBOEI5FVFTJNRJ3  0    --  *      *       0.0.0.0/0            0.0.0.0/0            /* default/whereami: */
+`
 
 // golden cases run the command in-process; each golden file holds the
 // exit status, stdout and stderr.
@@ -62,6 +98,24 @@ var goldenCases = []struct {
 		"in=eth0 src=10.0.0.2 dst=10.0.0.1 dport=22", "in=eth0 src=10.0.0.2 dst=10.0.0.1 dport=80"}, lenientRules},
 	{"trace-lenient-never", []string{"trace", "--rules", "-", "--addr", "eth0=10.0.0.1/24", "--lenient=never-match", "--format", "json",
 		"in=eth0 src=10.0.0.2 dst=10.0.0.1 dport=22"}, lenientRules},
+	{"trace-fragment", []string{"trace", "--fragment", "--rules", "testdata/fragment/whereami", "--addr", "eth0=10.13.76.4/24", "--seed", "3",
+		"in=eth0 src=203.0.113.7 dst=51.144.176.251 dport=80", "in=eth0 src=10.13.76.40 dst=10.0.159.58 dport=80"}, ""},
+	{"save-fragment", []string{"save", "--fragment", "--rules", "../../kubeproxy/testdata/whereami_aks_local.save"}, ""},
+	{"trace-fragment-table", []string{"trace", "--fragment", "--fragment-table", "filter", "--rules", "-", "--addr", "eth0=10.0.0.1/24",
+		"in=eth0 src=10.0.0.2 dst=10.0.0.1 dport=22"}, "iptables -t nat -A POSTROUTING -o eth0 -j MASQUERADE\n-A INPUT -p tcp --dport 22 -j DROP\n"},
+	{"err-fragment-ambiguous", []string{"trace", "--fragment", "--rules", "-", "dst=10.0.0.1"}, "# from a post\n-A INPUT -p tcp --dport 22 -j DROP\n"},
+	{"err-fragment-table-alone", []string{"trace", "--fragment-table", "nat", "dst=10.0.0.1"}, ""},
+	{"trace-dot", []string{"trace", "--fragment", "--rules", "testdata/fragment/whereami", "--addr", "eth0=10.13.76.4/24", "--seed", "3",
+		"--format", "dot", "in=eth0 src=203.0.113.7 dst=51.144.176.251 dport=80"}, ""},
+	{"trace-dot-filter", []string{"trace", "--node", node1, "--format", "dot", "--graph-table", "filter", "in=eth0 src=192.168.10.2 dst=192.168.10.1 dport=22"}, ""},
+	{"err-graph-table-format", []string{"trace", "--graph-table", "nat", "dst=10.0.0.1"}, ""},
+	{"list-from-listing", []string{"list", "--listing", "--rules", "../../netfilter/testdata/golden/kubeproxy-legacy.L-nv", "-t", "nat", "-nvL", "KUBE-SVC-4N57TFCL4MD7ZTDA"}, ""},
+	{"trace-listing", []string{"trace", "--listing", "--rules", "-", "--addr", "eth0=10.13.76.4/24", "in=eth0 src=10.13.76.40 dst=10.0.159.58 dport=80"},
+		"$ sudo iptables -t nat -nvL\n" + whereamiNAT},
+	{"err-listing-row", []string{"trace", "--listing", "--rules", "-", "dst=10.0.0.1"},
+		"$ iptables -nvL INPUT\nChain INPUT (policy ACCEPT 0 packets, 0 bytes)\n pkts bytes target     prot opt in     out     source               destination         \n" +
+			"   10   600 ACCEPT     0    --  *      *       0.0.0.0/0            0.0.0.0/0            limit: avg 3/min burst 5\n"},
+	{"err-fragment-and-listing", []string{"trace", "--listing", "--fragment", "dst=10.0.0.1"}, ""},
 	{"save", []string{"save", "--node", node1, "--packets", node1 + "/packets", "-c"}, ""},
 	{"save-table", []string{"save", "--node", node1, "-t", "mangle"}, ""},
 	{"list-S", []string{"list", "--node", node1, "--packets", node1 + "/packets", "-S", "-v"}, ""},
@@ -157,6 +211,23 @@ func TestExitStatus(t *testing.T) {
 		code, _, _ := runCmd(tc.args, "")
 		assert.Equal(t, tc.want, code, "%q", tc.args)
 	}
+}
+
+// TestTraceSVG draws with Graphviz when it is installed, and says what is
+// missing when it is not.
+func TestTraceSVG(t *testing.T) {
+	code, stdout, stderr := runCmd([]string{"trace", "--addr", "eth0=10.0.0.1/24", "--rules", "-", "--format", "svg",
+		"in=eth0 src=10.0.0.2 dst=10.0.0.1 dport=23"}, "*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -p tcp -m tcp --dport 23 -j DROP\nCOMMIT\n")
+	if _, err := exec.LookPath("dot"); err != nil {
+		assert.Equal(t, 1, code)
+		assert.Empty(t, stdout)
+		assert.Equal(t, "packetwalk trace: --format svg needs Graphviz's dot in PATH (install graphviz, or use --format dot)\n", stderr)
+		return
+	}
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "<svg")
+	assert.Contains(t, stdout, ">INPUT</text>")
+	assert.Contains(t, stdout, ">DROP</text>") // the leaf of the rule that dropped it
 }
 
 // TestNothingHalfWritten: a bad packet after good ones leaves stdout empty.

@@ -36,6 +36,9 @@ type nodeInput struct {
 	backend        backendFlag
 	seed           uint64
 	lenient        lenientFlag
+	fragment       bool
+	listing        bool
+	fragTable      tableFlag
 	stdinUsed      bool // "-" may be given to one flag only
 }
 
@@ -61,6 +64,25 @@ func (l *lenientFlag) Set(s string) error {
 	return nil
 }
 
+// tableFlag is --table TABLE, the default table of a fragment.
+type tableFlag struct{ t netfilter.TableID }
+
+func (f *tableFlag) String() string {
+	if f.t == netfilter.NoTable {
+		return ""
+	}
+	return f.t.String()
+}
+
+func (f *tableFlag) Set(s string) error {
+	t, err := netfilter.ParseTable(s)
+	if err != nil {
+		return fmt.Errorf("unknown table %q: expected filter, nat, mangle, raw or security", s)
+	}
+	f.t = t
+	return nil
+}
+
 // nodeFlagsHelp ends the help of subcommands that take node input.
 const nodeFlagsHelp = `
 Node input: --node DIR loads whichever of iptables-save, ip6tables-save,
@@ -71,6 +93,21 @@ kernel does. nfacct-list is the node's 'nfacct list' output: the extended
 accounting objects that -m nfacct rules name (kube-proxy creates
 ct_state_invalid_dropped_pkts and localhost_nps_accepted_pkts); a rule
 naming an object that does not exist is refused, as by the kernel.
+--fragment reads the rules files as a fragment, as blog posts show them
+(the lines of 'iptables-save | grep X', or pasted 'iptables -t nat -A ...'
+commands): no *table lines, chain declarations or COMMIT needed. The table
+of each line is inferred from its chain names and target (KUBE-SVC-*,
+DNAT and MASQUERADE are nat; REJECT is filter; CT is raw ...); a line that
+fits several tables is refused with its line number unless
+--fragment-table TABLE gives the default. The chains used are declared,
+and what was assumed is printed on stderr.
+--listing reads them as 'iptables -L' output ('iptables -t nat -nvL' is all
+some posts show): each row is read back into its rule (the list forms of
+comment, tcp/udp, mark, conntrack, state, addrtype, statistic, multiport,
+iprange, recent, set and of DNAT, SNAT, MASQUERADE, REDIRECT, MARK,
+REJECT), and refused with its line when the listing does not tell the rule
+(another list form, or counters rounded by -v without -x that do not list
+back the same).
 `
 
 func (n *nodeInput) register(fs *flag.FlagSet) {
@@ -89,6 +126,9 @@ func (n *nodeInput) register(fs *flag.FlagSet) {
 	fs.Var(&n.sysctls, "sysctl", "kernel setting `KEY=VALUE` (repeatable): net.ipv4.ip_forward, net.ipv4.conf.all.route_localnet (0: 127.0.0.0/8 is a martian off lo), net.netfilter.nf_conntrack_tcp_loose (0: no mid-stream TCP pickup); all 1 by default as on a Kubernetes node")
 	fs.Var(&n.backend, "backend", "iptables flavour `nft|legacy`")
 	fs.Uint64Var(&n.seed, "seed", 0, "seed `N` of the random source (statistic, NAT ports)")
+	fs.BoolVar(&n.fragment, "fragment", false, "read --rules/--rules6 as a fragment (a grep of iptables-save): infer each line's table, declare the chains used, report on stderr")
+	fs.BoolVar(&n.listing, "listing", false, "read --rules/--rules6 as 'iptables -L' output (-n, -v, -x, --line-numbers as printed; several tables, each after its '$ iptables -t TABLE -nvL' line or told by its built-in chains): rows read back into rules, tables inferred as for --fragment; a row that does not list back exactly is refused with its line")
+	fs.Var(&n.fragTable, "fragment-table", "with --fragment, the `TABLE` of lines whose chain names and targets fit several tables (default: refuse them)")
 	fs.Var(&n.lenient, "lenient", "`MODE` never-match or always-match: load a rule whose match or target module packetwalk does not model as a placeholder that never or always matches, reported on stderr; off refuses such rules")
 }
 
@@ -102,8 +142,9 @@ type node struct {
 	// sysctls are the effective kernel settings.
 	sysctls map[string]int
 	// placeholders report the rules --lenient loaded as placeholders,
-	// one line each ("FILE:LINE: ...").
+	// one line each ("FILE:LINE: ..."); notes what --fragment assumed.
 	placeholders []string
+	notes        []string
 }
 
 // sysctlDefaults are the settings packetwalk knows, with a Kubernetes
@@ -347,16 +388,39 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 	}
 
 	// Rules.
+	if n.fragTable.t != netfilter.NoTable && !n.fragment && !n.listing {
+		return nil, usagef("--fragment-table is the default table of --fragment or --listing: give one of them too")
+	}
+	if n.fragment && n.listing {
+		return nil, usagef("--fragment and --listing are two input forms: give one")
+	}
 	load := func(f netfilter.Family, file string) error {
 		data, err := n.readInput(stdin, file)
 		if err != nil {
 			return err
 		}
-		if err := h.Restore(f, data, netfilter.RestoreOptions{Counters: true, Lenient: n.lenient.v}); err != nil {
+		opt := netfilter.RestoreOptions{Counters: true, Lenient: n.lenient.v}
+		var rep netfilter.FragmentReport
+		if n.fragment || n.listing {
+			opt.Fragment = &netfilter.FragmentOptions{Table: n.fragTable.t, Report: &rep}
+			opt.Listing = n.listing
+		}
+		if err := h.Restore(f, data, opt); err != nil {
 			if m := missingNFAcct(displayName(file), err); m != nil {
 				return m
 			}
+			var pe *netfilter.ParseError
+			if errors.Is(err, netfilter.ErrAmbiguousTable) && errors.As(err, &pe) {
+				pe.Err = fmt.Errorf("%w (--fragment-table TABLE)", pe.Err)
+			}
 			return &inputError{file: displayName(file), err: err}
+		}
+		for _, l := range rep.Summary() {
+			form := "fragment"
+			if n.listing {
+				form = "listing"
+			}
+			nd.notes = append(nd.notes, displayName(file)+": "+form+": "+l)
 		}
 		for _, p := range h.Placeholders(f) {
 			opt := "-m "

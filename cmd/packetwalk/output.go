@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
@@ -208,29 +207,69 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		res := o.res
 		from := "from a local process"
 		if o.in != "" {
 			from = "in " + o.in
 		}
 		fmt.Fprintf(b, "packet %d: %s, %s\n", o.n, describe(o.input), from)
-		var cols bytes.Buffer
-		tw := tabwriter.NewWriter(&cols, 0, 0, 2, ' ', 0)
+		writeWalk(b, nd.sysctls, o)
+	}
+}
+
+// writeWalk writes one packet's walk through a host: its rules, the
+// routing decision, the verdict and the packet as it leaves.
+func writeWalk(b *bytes.Buffer, sysctls map[string]int, o outcome) {
+	{
+		res := o.res
+		var rows []textRow
 		routed := res.Where.Action.Kind == netfilter.ActionRoute // its own line below
 		route := func() {
 			if !routed {
 				routed = true
-				fmt.Fprintf(tw, "  routing\t\t\t\tROUTE\t%s\n", routeText(o))
+				rows = append(rows, textRow{cells: []string{"  routing", "", "", "", "ROUTE", routeText(o)}})
 			}
 		}
 		if o.in == "" {
 			route() // a local packet is routed before OUTPUT
 		}
+		// What each target did to the packet is said below its rule. NAT
+		// happens when the packet leaves the nat chain, so the change of
+		// addresses shows at the next step: it belongs to the last NAT
+		// rule that matched, or, with none, to conntrack (a reply, or a
+		// later packet of a NATed connection).
+		last, started := o.input, false
+		pendingNAT := -1
+		addrChange := func(p netfilter.Packet, at int) {
+			if sameEndpoints(last, p) {
+				return
+			}
+			if pendingNAT >= 0 {
+				r := &rows[pendingNAT]
+				r.notes = append(r.notes, targetOf(r.step)+": packet is now "+endpoints(p))
+				pendingNAT = -1
+				return
+			}
+			if at >= 0 {
+				rows[at].notes = append(rows[at].notes, targetOf(rows[at].step)+": packet is now "+endpoints(p))
+				return
+			}
+			rows = append(rows, textRow{notes: []string{"conntrack NAT: packet is now " + endpoints(p)}})
+		}
 		for _, s := range res.Trace {
 			if s.Hook != netfilter.Prerouting {
 				route()
 			}
+			if s.Packet != nil && !started {
+				started = true
+				if !last.Src.IsValid() {
+					last.Src, last.SrcPort = s.Packet.Src, s.Packet.SrcPort // chosen by the host
+				}
+			}
 			if s.Action.Kind == netfilter.ActionEnter {
+				if s.Packet != nil {
+					addrChange(*s.Packet, -1)
+					last = *s.Packet
+				}
 				continue
 			}
 			rule := "policy"
@@ -241,20 +280,29 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 			if s.Placeholder {
 				text += "  [placeholder: not modelled]"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", s.Hook, s.Table, s.Chain, rule, s.Action, text)
+			rows = append(rows, textRow{cells: []string{"  " + s.Hook.String(), s.Table.String(), s.Chain, rule, s.Action.String(), text}, step: s})
+			at := len(rows) - 1
+			if s.Packet != nil {
+				addrChange(*s.Packet, at)
+				if what := otherChanges(last, *s.Packet); what != "" {
+					rows[at].notes = append(rows[at].notes, targetOf(s)+": "+what)
+				}
+				last = *s.Packet
+			}
+			if isNATRule(s) {
+				pendingNAT = at
+			}
+		}
+		if started {
+			addrChange(res.Packet, -1)
 		}
 		if res.Disposition == netfilter.Delivered || res.Disposition == netfilter.Forwarded {
 			route()
 		}
 		if res.Where.Action.Kind == netfilter.ActionRoute {
-			fmt.Fprintf(tw, "  routing\t\t\t\tDROP\t%s\n", routeDropText(nd, res))
+			rows = append(rows, textRow{cells: []string{"  routing", "", "", "", "DROP", routeDropText(sysctls, res)}})
 		}
-		tw.Flush()
-		for _, l := range strings.SplitAfter(cols.String(), "\n") {
-			if l != "" {
-				b.WriteString(strings.TrimRight(l, " \n") + "\n")
-			}
-		}
+		writeRows(b, rows)
 		verdict := res.Verdict.String() + ", " + res.Disposition.String()
 		switch {
 		case res.Where.Action.Kind == netfilter.ActionRoute:
@@ -283,6 +331,98 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 	}
 }
 
+// textRow is one line of a text walk: its columns, and what its target
+// did to the packet, on lines of their own below it.
+type textRow struct {
+	cells []string
+	notes []string
+	step  netfilter.Step
+}
+
+// writeRows aligns the columns of rows (two spaces apart, the last one
+// free) and writes each row's notes indented below it.
+func writeRows(b *bytes.Buffer, rows []textRow) {
+	var width []int
+	for _, r := range rows {
+		for i, c := range r.cells {
+			if i == len(r.cells)-1 {
+				break
+			}
+			if i >= len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], len(c))
+		}
+	}
+	for _, r := range rows {
+		if len(r.cells) > 0 {
+			var l strings.Builder
+			for i, c := range r.cells {
+				l.WriteString(c)
+				if i < len(r.cells)-1 {
+					l.WriteString(strings.Repeat(" ", width[i]-len(c)+2))
+				}
+			}
+			b.WriteString(strings.TrimRight(l.String(), " ") + "\n")
+		}
+		for _, n := range r.notes {
+			b.WriteString("      " + n + "\n")
+		}
+	}
+}
+
+// targetOf is the part of the step's rule after -j, "DNAT
+// --to-destination 10.244.1.5:8080", or its action.
+func targetOf(s netfilter.Step) string {
+	if i := strings.LastIndex(s.Text, " -j "); i >= 0 {
+		return s.Text[i+4:]
+	}
+	return s.Action.String()
+}
+
+// isNATRule reports whether the step is a nat-table rule whose target
+// binds the connection's addresses.
+func isNATRule(s netfilter.Step) bool {
+	if s.Table != netfilter.NAT || s.Action.Kind != netfilter.ActionAccept {
+		return false
+	}
+	t := targetOf(s)
+	for _, n := range []string{"DNAT", "SNAT", "MASQUERADE", "REDIRECT", "NETMAP"} {
+		if t == n || strings.HasPrefix(t, n+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+func sameEndpoints(a, b netfilter.Packet) bool {
+	return a.Src == b.Src && a.Dst == b.Dst && a.SrcPort == b.SrcPort && a.DstPort == b.DstPort
+}
+
+// otherChanges says how a target changed the mark, TOS or TTL.
+func otherChanges(before, after netfilter.Packet) string {
+	var what []string
+	if before.Mark != after.Mark {
+		what = append(what, fmt.Sprintf("mark is now %#x", after.Mark))
+	}
+	if before.TOS != after.TOS {
+		what = append(what, fmt.Sprintf("TOS is now %#x", after.TOS))
+	}
+	if before.TTL != after.TTL {
+		what = append(what, fmt.Sprintf("TTL is now %d", after.TTL))
+	}
+	return strings.Join(what, ", ")
+}
+
+// endpoints prints a packet's addresses and ports: "10.0.0.4:34567 ->
+// 10.244.1.5:8080", or the addresses alone for a protocol without ports.
+func endpoints(p netfilter.Packet) string {
+	if p.Proto.HasPorts() {
+		return netip.AddrPortFrom(p.Src, p.SrcPort).String() + " -> " + netip.AddrPortFrom(p.Dst, p.DstPort).String()
+	}
+	return p.Src.String() + " -> " + p.Dst.String()
+}
+
 // routeText is the routing decision's line: local delivery or the
 // output interface.
 func routeText(o outcome) string {
@@ -301,7 +441,7 @@ func routeText(o outcome) string {
 	return "out " + res.Packet.Out
 }
 
-func routeDropText(nd *node, res netfilter.Result) string {
+func routeDropText(sysctls map[string]int, res netfilter.Result) string {
 	p := res.Packet
 	const localnet = " (127.0.0.0/8 is routed only on lo with net.ipv4.conf.all.route_localnet=0)"
 	switch {
@@ -313,7 +453,7 @@ func routeDropText(nd *node, res netfilter.Result) string {
 		return "source " + p.Src.String() + " cannot reach " + p.Dst.String() + " off the host" + localnet
 	case res.Where.Hook == netfilter.Output:
 		return "no route to " + p.Dst.String()
-	case nd.sysctls["net.ipv4.ip_forward"] == 0:
+	case sysctls["net.ipv4.ip_forward"] == 0:
 		return "not local and forwarding is off (net.ipv4.ip_forward=0)"
 	case p.TTL <= 1:
 		return "TTL expired in transit (or no route to " + p.Dst.String() + ")"

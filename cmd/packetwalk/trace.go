@@ -15,7 +15,7 @@ import (
 var clockStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 var traceCmd = command{
-	usage: "packetwalk trace [node input] [--packets FILE] [--format text|json|xtables] PACKET...",
+	usage: "packetwalk trace [node input] [--packets FILE] [--format text|json|xtables|dot|svg] PACKET...",
 	about: `
 Runs the packets in order through one simulated node and prints what
 netfilter did to each: every rule that matched, the verdict, and the packet
@@ -47,9 +47,16 @@ A PACKET is one argument of space-separated key=value tokens:
 --packets FILE reads one packet per line ('#' and blank lines skipped);
 they run before the packets given as arguments.
 
-Formats: text (a walk for people), json (one object per packet per line),
-xtables (the 'xtables-monitor --trace' form; rule handles are the rule's
-position in its chain, not the kernel's handle numbers).
+Formats: text (a walk for people; below a rule whose target changed the
+packet, what it did: "DNAT --to-destination 10.244.1.5:8080: packet is now
+10.0.0.4:34567 -> 10.244.1.5:8080", or "mark is now 0x4000"), json (one
+object per packet per line), xtables (the 'xtables-monitor --trace' form;
+rule handles are the rule's position in its chain, not the kernel's handle
+numbers), dot (a Graphviz graph of one table, from the built-in chains the
+last packet entered, with its path in red and the rules' counters after
+all packets; --graph-table picks the table, by default nat when the packet
+crossed a nat rule, else the table that decided it), svg (the same drawn
+by Graphviz's dot, which must be installed).
 ` + nodeFlagsHelp,
 	examples: `  packetwalk trace --rules iptables-save --addr eth0=192.168.10.1/24 \
       'in=eth0 src=192.168.10.2 dst=10.96.0.10 dport=80'
@@ -64,16 +71,21 @@ func runTrace(c *cmdEnv, args []string) error {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	var ni nodeInput
 	ni.register(fs)
-	format := fs.String("format", "text", "output `FORMAT`: text, json or xtables")
+	format := fs.String("format", "text", "output `FORMAT`: text, json, xtables, dot or svg")
+	var graphTable tableFlag
+	fs.Var(&graphTable, "graph-table", "with --format dot or svg, the `TABLE` to draw")
 	packets := fs.String("packets", "", "read packets from `FILE`, one per line")
 	pos, err := c.parseFlags(fs, traceCmd, args)
 	if err != nil {
 		return err
 	}
 	switch *format {
-	case "text", "json", "xtables":
+	case "text", "json", "xtables", "dot", "svg":
 	default:
-		return usagef("unknown format %q: expected text, json or xtables", *format)
+		return usagef("unknown format %q: expected text, json, xtables, dot or svg", *format)
+	}
+	if graphTable.t != netfilter.NoTable && *format != "dot" && *format != "svg" {
+		return usagef("--graph-table goes with --format dot or svg")
 	}
 	specs, err := c.collectSpecs(&ni, *packets, pos)
 	if err != nil {
@@ -91,6 +103,8 @@ func runTrace(c *cmdEnv, args []string) error {
 		return err
 	}
 	switch *format {
+	case "dot", "svg":
+		return writeGraph(&c.out, nd, outs[len(outs)-1], graphTable.t, *format == "svg")
 	case "json":
 		return writeJSON(&c.out, outs)
 	case "xtables":
@@ -106,6 +120,9 @@ func (c *cmdEnv) buildNode(ni *nodeInput) (*node, error) {
 	nd, err := ni.build(c.stdin)
 	if err == nil {
 		// Each rule --lenient loaded without modelling it is reported.
+		for _, l := range nd.notes {
+			fmt.Fprintf(c.stderr, "%s: %s\n", c.name, l)
+		}
 		for _, l := range nd.placeholders {
 			fmt.Fprintf(c.stderr, "%s: %s\n", c.name, l)
 		}
