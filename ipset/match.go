@@ -81,11 +81,20 @@ func (s *Set) Match(k Key, now time.Time, o *MatchOptions) bool {
 	if !ok {
 		return false
 	}
-	e := s.find(ek, s.isNet(0), s.isNet(2), now, o)
-	if e == nil {
-		return false
+	var match bool
+	if s.typ.kind == kindHash {
+		id := s.hfind(&ek, s.isNet(0), s.isNet(2), now, o)
+		if id < 0 {
+			return false
+		}
+		match = s.rec.flag[id]&recNomatch == 0
+	} else {
+		e := s.bfind(ek, now, o)
+		if e == nil {
+			return false
+		}
+		match = !e.nomatch
 	}
-	match := !e.nomatch
 	if o.ReturnNomatch && s.typ.nomatch {
 		match = !match
 	}

@@ -223,7 +223,8 @@ func (r *Registry) Create(name, typeName string, exist bool, opts ...string) err
 	}
 	s.entries = map[ekey]*entry{}
 	if t.kind == kindHash {
-		s.tbl = newHtable(s.hashsize)
+		s.epoch = r.clock.Now()
+		s.initHash()
 	}
 	if old := r.Get(name); old != nil {
 		if exist && old.sameAs(s) {
@@ -378,7 +379,7 @@ func (r *Registry) Flush(name string) error {
 			s.lens1, s.lens2 = nil, nil
 			if s.typ.kind == kindHash {
 				// Flush frees the buckets; the table keeps its size.
-				s.tbl = htable{bits: s.tbl.bits, buckets: map[uint32]*hbucket{}}
+				s.initHash()
 			}
 			if name != "" {
 				return nil

@@ -24,13 +24,13 @@ func (r *Registry) AppendSave(b []byte, names ...string) ([]byte, error) {
 		b = append(b, ' ')
 		b = s.appendHeader(b)
 		b = append(b, '\n')
-		for _, e := range s.members(now) {
+		s.eachMember(now, func(e *entry) {
 			b = append(b, "add "...)
 			b = append(b, s.name...)
 			b = append(b, ' ')
 			b = s.appendMember(b, e, now)
 			b = append(b, '\n')
-		}
+		})
 	}
 	return b, nil
 }
@@ -58,15 +58,16 @@ func (r *Registry) List(w io.Writer, names ...string) error {
 		if i > 0 {
 			b = append(b, '\n')
 		}
-		ms := s.members(now)
+		n := 0
+		s.eachMember(now, func(*entry) { n++ })
 		b = fmt.Appendf(b, "Name: %s\nType: %s\nRevision: %d\nHeader: ", s.name, s.typ.name, s.typ.revision)
 		b = s.appendHeader(b)
 		b = fmt.Appendf(b, "\nSize in memory: %d\nReferences: %d\nNumber of entries: %d\nMembers:\n",
-			s.memSize(ms), s.refs, len(ms))
-		for _, e := range ms {
+			s.memSize(now), s.refs, n)
+		s.eachMember(now, func(e *entry) {
 			b = s.appendMember(b, e, now)
 			b = append(b, '\n')
-		}
+		})
 	}
 	_, err = w.Write(b)
 	return err
