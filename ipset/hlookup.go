@@ -1,6 +1,9 @@
 package ipset
 
-import "time"
+import (
+	"encoding/binary"
+	"time"
+)
 
 // hfind returns the record deciding a lookup for k in a hash set, or -1:
 // with walk1 (walk2) the first (third) dimension's address is tried at
@@ -22,7 +25,11 @@ func (s *Set) hfind(k *ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) 
 		var orig [16]byte
 		a := s.alen()
 		copy(orig[:], kb[:a])
+		f, fa := s.filter, binary.BigEndian.Uint32(orig[:4])
 		for _, l := range s.lens1 {
+			if f != nil && !f.has(fa, l) {
+				continue
+			}
 			maskInto(kb[:a], orig[:a], int(l))
 			kb[a+1] = l
 			// hash:net,iface stops at the first prefix where any element
@@ -45,7 +52,11 @@ func (s *Set) hfind(k *ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) 
 	a := s.alen()
 	var orig [16]byte
 	copy(orig[:], kb[aoff:aoff+a])
+	f, fa := s.filter, binary.BigEndian.Uint32(orig[:4])
 	for _, l := range lens {
+		if f != nil && !f.has(fa, l) {
+			continue
+		}
 		maskInto(kb[aoff:aoff+a], orig[:a], int(l))
 		if off1 {
 			kb[at] = (l - 1) & 0x7f
@@ -77,12 +88,17 @@ func maskInto(dst, src []byte, l int) {
 // and passes o's comparisons, else -1.
 func (s *Set) probe(kb []byte, nowOff int64, o *MatchOptions) int64 {
 	t := &s.tbl
-	b := t.get(s.hashKey(kb, t.bits))
+	h := s.hashKey(kb)
+	b := t.get(t.mask(h))
 	if b.size == 0 {
 		return -1
 	}
-	for _, id := range t.slots(b)[:b.pos] {
-		if s.rec.flag[id]&recDead != 0 || string(s.keyOf(id)) != string(kb) {
+	for _, x := range t.slots(b)[:b.pos] {
+		if slotHash(x) != h || isDead(x) {
+			continue
+		}
+		id := slotID(x)
+		if string(s.keyOf(id)) != string(kb) {
 			continue
 		}
 		if !s.recExpired(id, nowOff) && s.acceptRec(o, id) {
@@ -105,16 +121,17 @@ func (s *Set) probe(kb []byte, nowOff int64, o *MatchOptions) int64 {
 // but rejected (expired, counters) resets that count.
 func (s *Set) probeIface(kb []byte, k *ekey, nowOff int64, o *MatchOptions) (id int64, seen bool) {
 	t := &s.tbl
-	b := t.get(s.hashKey(kb, t.bits))
+	b := t.get(t.mask(s.hashKey(kb)))
 	if b.size == 0 {
 		return -1, false
 	}
 	a := s.alen()
 	multi := 0
-	for _, x := range t.slots(b)[:b.pos] {
-		if s.recDead(x) {
+	for _, sx := range t.slots(b)[:b.pos] {
+		if isDead(sx) {
 			continue
 		}
+		x := slotID(sx)
 		xb := s.keyOf(x)
 		if string(xb[:a]) != string(kb[:a]) || xb[a+1] != kb[a+1] {
 			continue

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/packetwalk/packetwalk/inet"
@@ -33,11 +34,23 @@ import (
 const (
 	recNomatch  uint8 = 1 << iota
 	recWildcard       // hash:net,iface: the name ends in '+'
-	// recDead: the slot's used bit is clear. The kernel leaves the bytes
-	// there, and an element later placed in the slot inherits its
-	// counters (observed), so the record stays until the slot goes.
-	recDead
 )
+
+// A slot is a record number and the key's full hash (the bucket number
+// is its low bits), so that a probe compares hashes before it reads a
+// record and a resize does not hash again. slotDead is the kernel's
+// cleared used bit: the kernel leaves the element's bytes in the slot, and
+// an element later placed there inherits its counters (observed), so the
+// record stays until the slot goes.
+type slot = uint64
+
+const slotDead = 1 << 31
+
+func mkSlot(id, h uint32) slot { return uint64(h)<<32 | uint64(id) }
+func slotID(x slot) uint32     { return uint32(x) &^ slotDead }
+func slotHash(x slot) uint32   { return uint32(x >> 32) }
+func isDead(x slot) bool       { return uint32(x)&slotDead != 0 }
+func deadSlot(x slot) slot     { return x | slotDead }
 
 // skbRec is an element's skbinfo extension.
 type skbRec struct {
@@ -79,6 +92,7 @@ func (t *intern) get(s string) uint32 {
 	if t.idx == nil {
 		t.strs, t.idx = []string{""}, map[string]uint32{}
 	}
+	s = strings.Clone(s) // not the restore line it was cut from
 	t.strs = append(t.strs, s)
 	i := uint32(len(t.strs) - 1)
 	t.idx[s] = i
@@ -102,7 +116,7 @@ type bucket struct {
 
 // slab holds the slot blocks of one size.
 type slab struct {
-	mem  []uint32
+	mem  []slot
 	free []uint32
 }
 
@@ -169,7 +183,7 @@ func (t *htable) densify(n int) {
 }
 
 // slots returns the size slots of b (valid until the next alloc).
-func (t *htable) slots(b bucket) []uint32 {
+func (t *htable) slots(b bucket) []slot {
 	return t.slabs[b.size/2-1].mem[b.off : b.off+uint32(b.size) : b.off+uint32(b.size)]
 }
 
@@ -186,7 +200,7 @@ func (t *htable) alloc(size uint8) uint32 {
 		return off
 	}
 	off := uint32(len(sl.mem))
-	sl.mem = append(sl.mem, make([]uint32, size)...)
+	sl.mem = append(sl.mem, make([]slot, size)...)
 	return off
 }
 
@@ -360,21 +374,24 @@ func (s *Set) keyOf(id uint32) []byte {
 	return s.rec.key[int(id)*st : int(id+1)*st : int(id+1)*st]
 }
 
-// hashKey is the bucket of key bytes b in a table of 2^tbits buckets.
-func (s *Set) hashKey(b []byte, tbits uint8) uint32 {
+// hashKey is the kernel's jhash2 of key bytes b; the bucket in a table of
+// 2^bits buckets is its low bits.
+func (s *Set) hashKey(b []byte) uint32 {
 	var w [10]uint32
 	n := len(b) / 4
 	for i := range n {
 		w[i] = binary.LittleEndian.Uint32(b[i*4:])
 	}
-	return jhash.Words(w[:n], s.initval) & (1<<tbits - 1)
+	return jhash.Words(w[:n], s.initval)
 }
+
+func (t *htable) mask(h uint32) uint32 { return h & (1<<t.bits - 1) }
 
 // hkey is the bucket of k in a table of 2^bits buckets.
 func (s *Set) hkey(k *ekey, tbits uint8) uint32 {
 	var buf [40]byte
 	n := s.hashedBytes(k, &buf)
-	return s.hashKey(buf[:n], tbits)
+	return s.hashKey(buf[:n]) & (1<<tbits - 1)
 }
 
 // initHash prepares the records and the table of a new or flushed set.
@@ -385,9 +402,8 @@ func (s *Set) initHash() {
 	s.rec = records{stride: stride}
 	s.tbl = newHtable(hashBits(s.hashsize), 0)
 	s.comments, s.ifaces = intern{}, intern{}
+	s.filter = nil
 }
-
-func (s *Set) recDead(id uint32) bool { return s.rec.flag[id]&recDead != 0 }
 
 func (s *Set) recExpired(id uint32, nowOff int64) bool {
 	if !s.hasTimeout {
@@ -468,6 +484,7 @@ func (s *Set) setRec(id uint32, kb []byte, k *ekey, o *addOpts, now time.Time) {
 	s.applyRecOpts(id, o, now)
 	s.rec.live++
 	s.countCIDRRec(id, 1)
+	s.filterAdd(id)
 }
 
 // applyRecOpts is applyOpts for a record.
@@ -498,11 +515,11 @@ func (s *Set) applyRecOpts(id uint32, o *addOpts, now time.Time) {
 	}
 }
 
-// dropRec clears record id's used bit; the record stays in its slot.
+// dropRec counts record id out; its slot is marked dead by the caller.
 func (s *Set) dropRec(id uint32) {
-	s.rec.flag[id] |= recDead
 	s.rec.live--
 	s.countCIDRRec(id, -1)
+	s.filterDrop()
 }
 
 func (s *Set) countCIDRRec(id uint32, delta int) {
@@ -526,21 +543,23 @@ func (s *Set) sameKey(id uint32, kb []byte, k *ekey) bool {
 	return true
 }
 
-// hget returns the record of element k whose slot is used (it may have
-// expired), or -1.
-func (s *Set) hget(k *ekey) int64 {
+// hslot finds the used slot of element k (it may have expired): its
+// bucket number, bucket and index, i -1 when there is none.
+func (s *Set) hslot(k *ekey) (key uint32, b bucket, i int) {
 	var buf [40]byte
 	kb := buf[:s.hashedBytes(k, &buf)]
-	b := s.tbl.get(s.hashKey(kb, s.tbl.bits))
+	h := s.hashKey(kb)
+	key = s.tbl.mask(h)
+	b = s.tbl.get(key)
 	if b.size == 0 {
-		return -1
+		return key, b, -1
 	}
-	for _, id := range s.tbl.slots(b)[:b.pos] {
-		if !s.recDead(id) && s.sameKey(id, kb, k) {
-			return int64(id)
+	for i, x := range s.tbl.slots(b)[:b.pos] {
+		if slotHash(x) == h && !isDead(x) && s.sameKey(slotID(x), kb, k) {
+			return key, b, i
 		}
 	}
-	return -1
+	return key, b, -1
 }
 
 // errBucketFull is the kernel's -EAGAIN of a packet-path add into a full
@@ -564,26 +583,13 @@ func (s *Set) slotBytes() int {
 	return s.dsize(l.elem[fam], 4)
 }
 
-// hashInsert places a new element k (old is the record of an expired
-// element with the same key, or -1) as mtype_add does.
-func (s *Set) hashInsert(k *ekey, o *addOpts, old int64, now time.Time) error {
+// hashInsert places a new element k as mtype_add does.
+func (s *Set) hashInsert(k *ekey, o *addOpts, now time.Time) error {
 	var buf [40]byte
 	kb := buf[:s.hashedBytes(k, &buf)]
-	if old >= 0 {
-		// The kernel overwrites the expired element in its own slot.
-		id := uint32(old)
-		s.dropRec(id)
-		if !o.hasCounter && s.counters {
-			c := s.rec.cnt[id]
-			s.setRec(id, kb, k, o, now)
-			s.rec.cnt[id] = c
-		} else {
-			s.setRec(id, kb, k, o, now)
-		}
-		return nil
-	}
+	h := s.hashKey(kb)
 	for {
-		err := s.place(kb, k, o, now)
+		err := s.place(kb, h, k, o, now)
 		if err != errResize {
 			return err
 		}
@@ -593,9 +599,20 @@ func (s *Set) hashInsert(k *ekey, o *addOpts, old int64, now time.Time) error {
 	}
 }
 
+// reuseExpired overwrites the expired element in slot i of bucket b with
+// the same key, as the kernel does: the new element takes its slot and the
+// counters left there unless the add gives some.
+func (s *Set) reuseExpired(b bucket, i int, k *ekey, o *addOpts, now time.Time) {
+	id := slotID(s.tbl.slots(b)[i])
+	var buf [40]byte
+	kb := buf[:s.hashedBytes(k, &buf)]
+	s.dropRec(id)
+	s.setRec(id, kb, k, o, now)
+}
+
 var errResize = &textError{msg: "resize", base: ErrFull}
 
-func (s *Set) place(kb []byte, k *ekey, o *addOpts, now time.Time) error {
+func (s *Set) place(kb []byte, h uint32, k *ekey, o *addOpts, now time.Time) error {
 	elements := s.rec.live
 	if elements >= s.maxelem && s.hasTimeout {
 		s.gc(now)
@@ -604,7 +621,7 @@ func (s *Set) place(kb []byte, k *ekey, o *addOpts, now time.Time) error {
 	full := elements >= s.maxelem
 	forceadd := full && s.forceadd
 	t := &s.tbl
-	key := s.hashKey(kb, t.bits)
+	key := t.mask(h)
 	b := t.get(key)
 	if b.size == 0 {
 		if full {
@@ -612,7 +629,7 @@ func (s *Set) place(kb []byte, k *ekey, o *addOpts, now time.Time) error {
 		}
 		id := s.newRec(kb)
 		b = bucket{off: t.alloc(ahashInitSize), pos: 1, size: ahashInitSize}
-		t.slots(b)[0] = id
+		t.slots(b)[0] = mkSlot(id, h)
 		t.put(key, b)
 		t.used++
 		t.extSize += s.stepBytes()
@@ -622,45 +639,44 @@ func (s *Set) place(kb []byte, k *ekey, o *addOpts, now time.Time) error {
 		}
 		return nil
 	}
-	nowOff := s.nowOff(now)
+	var nowOff int64
+	if s.hasTimeout {
+		nowOff = s.nowOff(now)
+	}
 	j, multi := -1, 0
 	a := s.alen()
 	for i, x := range t.slots(b)[:b.pos] {
-		if s.recDead(x) {
+		if isDead(x) {
 			if j == -1 {
 				j = i
 			}
 			continue
 		}
 		if s.isIface() {
-			xb := s.keyOf(x)
+			xb := s.keyOf(slotID(x))
 			if string(xb[:a]) == string(kb[:a]) && xb[a+1] == kb[a+1] {
 				multi++
 			}
 		}
-		if j == -1 && s.recExpired(x, nowOff) {
+		if j == -1 && s.recExpired(slotID(x), nowOff) {
 			j = i
 		}
 	}
 	if j != -1 || forceadd {
 		// Reuse a deleted or expired slot; forceadd overwrites the first.
+		// The record is the slot's: the new element inherits its counters
+		// unless the add gives some.
 		if j == -1 {
 			j = 0
 		}
-		x := t.slots(b)[j]
-		if !s.recDead(x) {
-			s.dropRec(x)
+		sl := t.slots(b)
+		x := sl[j]
+		id := slotID(x)
+		if !isDead(x) {
+			s.dropRec(id)
 		}
-		// The record is the slot: the new element inherits its counters
-		// unless the add gives some.
-		c := [2]uint64{}
-		if s.counters {
-			c = s.rec.cnt[x]
-		}
-		s.setRec(x, kb, k, o, now)
-		if s.counters && !o.hasCounter {
-			s.rec.cnt[x] = c
-		}
+		sl[j] = mkSlot(id, h)
+		s.setRec(id, kb, k, o, now)
 		return nil
 	}
 	if full {
@@ -687,7 +703,7 @@ func (s *Set) place(kb []byte, k *ekey, o *addOpts, now time.Time) error {
 		t.extSize += s.stepBytes()
 	}
 	id := s.newRec(kb)
-	t.slots(b)[b.pos] = id
+	t.slots(b)[b.pos] = mkSlot(id, h)
 	b.pos++
 	t.put(key, b)
 	s.setRec(id, kb, k, o, now)
@@ -698,7 +714,10 @@ func (s *Set) place(kb []byte, k *ekey, o *addOpts, now time.Time) error {
 // expired elements are left behind. It fails past 2^31 buckets.
 func (s *Set) resize(now time.Time) bool {
 	old := &s.tbl
-	nowOff := s.nowOff(now)
+	var nowOff int64
+	if s.hasTimeout {
+		nowOff = s.nowOff(now)
+	}
 	for tb := old.bits + 1; tb < 32; tb++ {
 		nt := newHtable(tb, s.rec.live)
 		ok := true
@@ -707,10 +726,10 @@ func (s *Set) resize(now time.Time) bool {
 				return
 			}
 			for _, x := range old.slots(ob)[:ob.pos] {
-				if s.recDead(x) || s.recExpired(x, nowOff) {
+				if isDead(x) || s.recExpired(slotID(x), nowOff) {
 					continue
 				}
-				nk := s.hashKey(s.keyOf(x), tb)
+				nk := nt.mask(slotHash(x))
 				m := nt.get(nk)
 				switch {
 				case m.size == 0:
@@ -736,11 +755,11 @@ func (s *Set) resize(now time.Time) bool {
 		// Records left behind: dead slots and expired elements.
 		old.forEach(func(_ uint32, ob bucket) {
 			for _, x := range old.slots(ob)[:ob.pos] {
-				if s.recDead(x) {
-					s.freeRec(x)
-				} else if s.recExpired(x, nowOff) {
-					s.dropRec(x)
-					s.freeRec(x)
+				if isDead(x) {
+					s.freeRec(slotID(x))
+				} else if s.recExpired(slotID(x), nowOff) {
+					s.dropRec(slotID(x))
+					s.freeRec(slotID(x))
 				}
 			}
 		})
@@ -751,29 +770,23 @@ func (s *Set) resize(now time.Time) bool {
 	return false
 }
 
-// hashDelete clears record id's slot as mtype_del does: the bucket's pos
-// drops only when the last slot is cleared, the bucket is freed when every
-// slot below pos is free, and shrinks by AHASH_INIT_SIZE (compacting) once
-// two or more are. The record's used bit is already clear.
-func (s *Set) hashDelete(id uint32) {
+// hashDelete clears slot i of bucket b (number key) as mtype_del does:
+// the bucket's pos drops only when the last slot is cleared, the bucket is
+// freed when every slot below pos is free, and shrinks by AHASH_INIT_SIZE
+// (compacting) once two or more are.
+func (s *Set) hashDelete(key uint32, b bucket, i int) {
 	t := &s.tbl
-	key := s.hashKey(s.keyOf(id), t.bits)
-	b := t.get(key)
-	if b.size == 0 {
-		return
-	}
 	sl := t.slots(b)
-	i := slices.Index(sl[:b.pos], id)
-	if i < 0 {
-		return
-	}
+	id := slotID(sl[i])
+	s.dropRec(id)
+	sl[i] = deadSlot(sl[i])
 	if i+1 == int(b.pos) {
 		b.pos--
 		s.freeRec(id)
 	}
 	n := 0
 	for _, x := range sl[:b.pos] {
-		if s.recDead(x) {
+		if isDead(x) {
 			n++
 		}
 	}
@@ -791,7 +804,7 @@ func (s *Set) hashDelete(id uint32) {
 func (s *Set) freeBucket(key uint32, b bucket) {
 	t := &s.tbl
 	for _, x := range t.slots(b)[:b.pos] {
-		s.freeRec(x)
+		s.freeRec(slotID(x))
 	}
 	t.extSize -= hbucketHeader + int(b.size)*s.slotBytes()
 	t.release(b)
@@ -805,8 +818,8 @@ func (s *Set) shrink(key uint32, b bucket) {
 	sl := t.slots(b)
 	n := 0
 	for _, x := range sl[:b.pos] {
-		if s.recDead(x) {
-			s.freeRec(x)
+		if isDead(x) {
+			s.freeRec(slotID(x))
 			continue
 		}
 		sl[n] = x
@@ -827,32 +840,29 @@ func (s *Set) gc(now time.Time) {
 	type kb struct {
 		key uint32
 		b   bucket
+		d   int
 	}
 	var todo []kb
 	t.forEach(func(key uint32, b bucket) {
 		d := 0
-		for _, x := range t.slots(b)[:b.pos] {
-			if s.recDead(x) {
+		sl := t.slots(b)
+		for i, x := range sl[:b.pos] {
+			if isDead(x) {
 				d++
 				continue
 			}
-			if s.recExpired(x, nowOff) {
-				s.dropRec(x)
+			if s.recExpired(slotID(x), nowOff) {
+				s.dropRec(slotID(x))
+				sl[i] = deadSlot(x)
 				d++
 			}
 		}
 		if d >= ahashInitSize {
-			todo = append(todo, kb{key, b})
+			todo = append(todo, kb{key, b, d})
 		}
 	})
 	for _, x := range todo {
-		d := 0
-		for _, id := range t.slots(x.b)[:x.b.pos] {
-			if s.recDead(id) {
-				d++
-			}
-		}
-		if d >= int(x.b.size) {
+		if x.d >= int(x.b.size) {
 			s.freeBucket(x.key, x.b)
 			continue
 		}
@@ -861,13 +871,13 @@ func (s *Set) gc(now time.Time) {
 }
 
 // eachHashMember calls fn with the live records in the kernel's dump
-// order: bucket by bucket, slot by slot.
-func (s *Set) eachHashMember(now time.Time, fn func(id uint32)) {
+// order: bucket by bucket, slot by slot; with all, expired ones too.
+func (s *Set) eachHashMember(now time.Time, all bool, fn func(id uint32)) {
 	nowOff := s.nowOff(now)
 	s.tbl.forEach(func(_ uint32, b bucket) {
 		for _, x := range s.tbl.slots(b)[:b.pos] {
-			if !s.recDead(x) && !s.recExpired(x, nowOff) {
-				fn(x)
+			if !isDead(x) && (all || !s.recExpired(slotID(x), nowOff)) {
+				fn(slotID(x))
 			}
 		}
 	})

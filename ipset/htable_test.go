@@ -261,14 +261,16 @@ func checkHtable(t require.TestingT, s *Set) {
 		used++
 		require.LessOrEqual(t, b.pos, b.size)
 		require.Positive(t, b.pos)
-		for _, x := range s.tbl.slots(b)[:b.pos] {
+		for _, sx := range s.tbl.slots(b)[:b.pos] {
+			x := slotID(sx)
 			require.False(t, where[x], "record %d in two slots", x)
 			where[x] = true
-			if s.recDead(x) {
+			if isDead(sx) {
 				continue
 			}
 			live++
-			require.Equal(t, key, s.hashKey(s.keyOf(x), s.tbl.bits))
+			require.Equal(t, slotHash(sx), s.hashKey(s.keyOf(x)))
+			require.Equal(t, key, s.tbl.mask(slotHash(sx)))
 		}
 	})
 	for _, x := range s.rec.free {

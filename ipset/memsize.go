@@ -104,11 +104,11 @@ func (s *Set) memSize(now time.Time) int {
 	// Comments of expired entries still waiting for the gc count too.
 	comments = 0
 	if s.comment {
-		for id, c := range s.rec.cmt {
-			if c != 0 && !s.recDead(uint32(id)) {
+		s.eachHashMember(now, true, func(id uint32) {
+			if c := s.rec.cmt[id]; c != 0 {
 				comments += commentOverhead + len(s.comments.str(c))
 			}
-		}
+		})
 	}
 	regions := 1
 	if s.tbl.bits > regionBits {

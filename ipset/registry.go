@@ -20,6 +20,24 @@ type Registry struct {
 	clock Clock
 	rnd   *rand.Rand
 	slots []*Set // nil slots are free; a new set takes the first free one
+	// filterMin is the size from which a set keeps a pfilter (tests
+	// lower it to exercise the filter on small sets).
+	filterMin int
+	// bulk is set during Restore: sets defer their filter to the end.
+	bulk bool
+}
+
+// endBulk builds the filters that a Restore deferred.
+func (r *Registry) endBulk() {
+	r.bulk = false
+	for _, s := range r.slots {
+		if s != nil && s.filterDirty {
+			s.filterDirty = false
+			if s.filter == nil && s.rec.live >= r.filterMin {
+				s.buildFilter()
+			}
+		}
+	}
 }
 
 // NewRegistry returns an empty registry. rnd draws the initval of hash sets
@@ -28,7 +46,7 @@ func NewRegistry(clock Clock, rnd *rand.Rand) *Registry {
 	if rnd == nil {
 		rnd = rand.New(rand.NewPCG(1, 2))
 	}
-	return &Registry{clock: clock, rnd: rnd}
+	return &Registry{clock: clock, rnd: rnd, filterMin: pfilterMin}
 }
 
 // Get returns the named set, or nil.

@@ -53,6 +53,10 @@ type setContent struct {
 	comments intern
 	ifaces   intern
 	epoch    time.Time // what record expiries count from
+	filter   *pfilter  // large IPv4 net sets: which lengths to probe
+	// filterDirty: elements were added during a Restore without the
+	// filter, which is built when the Restore ends.
+	filterDirty bool
 }
 
 // Name returns the set's name.
@@ -81,7 +85,7 @@ func (s *Set) Len() int {
 		if !s.hasTimeout {
 			return s.rec.live
 		}
-		s.eachHashMember(now, func(uint32) { n++ })
+		s.eachHashMember(now, false, func(uint32) { n++ })
 		return n
 	}
 	for _, e := range s.order {
@@ -114,15 +118,20 @@ type addOpts struct {
 func (s *Set) insertKey(k ekey, o *addOpts, exist bool) error {
 	now := s.now()
 	if s.typ.kind == kindHash {
-		id := s.hget(&k)
-		if id >= 0 && !s.recExpired(uint32(id), s.nowOff(now)) {
-			if !exist {
-				return ErrExists
-			}
-			s.applyRecOpts(uint32(id), o, now)
+		_, b, i := s.hslot(&k)
+		if i < 0 {
+			return s.hashInsert(&k, o, now)
+		}
+		id := slotID(s.tbl.slots(b)[i])
+		if s.recExpired(id, s.nowOff(now)) {
+			s.reuseExpired(b, i, &k, o, now)
 			return nil
 		}
-		return s.hashInsert(&k, o, id, now)
+		if !exist {
+			return ErrExists
+		}
+		s.applyRecOpts(id, o, now)
+		return nil
 	}
 	e := s.entries[k]
 	if e != nil && !e.expired(now) {
@@ -221,12 +230,11 @@ func presentLens(c *[129]int) []uint8 {
 
 func (s *Set) deleteKey(k ekey) error {
 	if s.typ.kind == kindHash {
-		id := s.hget(&k)
-		if id < 0 || s.recExpired(uint32(id), s.nowOff(s.now())) {
+		key, b, i := s.hslot(&k)
+		if i < 0 || s.recExpired(slotID(s.tbl.slots(b)[i]), s.nowOff(s.now())) {
 			return ErrNotAdded
 		}
-		s.dropRec(uint32(id))
-		s.hashDelete(uint32(id))
+		s.hashDelete(key, b, i)
 		return nil
 	}
 	e := s.entries[k]
@@ -553,7 +561,7 @@ func (s *Set) eachMember(now time.Time, fn func(e *entry)) {
 		return
 	}
 	var e entry
-	s.eachHashMember(now, func(id uint32) {
+	s.eachHashMember(now, false, func(id uint32) {
 		s.recEntry(id, &e)
 		fn(&e)
 	})

@@ -1,0 +1,147 @@
+package ipset
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// pfilter lets a lookup in a large IPv4 set with a walked net dimension
+// skip the prefix lengths at which the set holds nothing for the address:
+// the kernel probes a bucket for every present length (mtype_test_cidrs),
+// which at a million elements is a cache miss each. It is a blocked Bloom
+// filter over (masked address, prefix length): the lengths 16 and up of
+// one address fall in one 512-bit line chosen by its /16, so a lookup
+// reads one line for them; shorter lengths each pick their own line. Two
+// bits per element; deletions leave their bits (a stale bit costs only a
+// probe), and the filter is rebuilt when it fills or goes stale. It never
+// answers "absent" for a present element, so answers are the kernel's.
+type pfilter struct {
+	words []uint64 // lines of 8 words
+	lines uint32   // a power of two
+	added int      // elements set since the build
+	stale int      // elements dropped since the build
+}
+
+const (
+	pfilterMin     = 4096 // sets smaller than this are probed directly
+	pfilterBitsPer = 16   // bits per element at the fullest
+)
+
+func fmix32(h uint32) uint32 {
+	h ^= h >> 16
+	h *= 0x85ebca6b
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	return h
+}
+
+func lenMask(l uint8) uint32 {
+	if l == 0 {
+		return 0
+	}
+	return ^uint32(0) << (32 - l)
+}
+
+// pos returns the line and the two bits of (a masked to l, l).
+func (f *pfilter) pos(a uint32, l uint8) (line uint32, b1, b2 uint32) {
+	m := a & lenMask(l)
+	if l >= 16 {
+		line = fmix32(a>>16) & (f.lines - 1)
+	} else {
+		line = fmix32(m^uint32(l)<<1^0x9e3779b9) & (f.lines - 1)
+	}
+	h := fmix32(m ^ uint32(l)*0x27d4eb2f)
+	return line, h & 511, h >> 9 & 511
+}
+
+func (f *pfilter) add(a uint32, l uint8) {
+	line, b1, b2 := f.pos(a, l)
+	w := f.words[line*8 : line*8+8 : line*8+8]
+	w[b1>>6] |= 1 << (b1 & 63)
+	w[b2>>6] |= 1 << (b2 & 63)
+	f.added++
+}
+
+func (f *pfilter) has(a uint32, l uint8) bool {
+	line, b1, b2 := f.pos(a, l)
+	w := f.words[line*8 : line*8+8 : line*8+8]
+	return w[b1>>6]&(1<<(b1&63)) != 0 && w[b2>>6]&(1<<(b2&63)) != 0
+}
+
+// filtered reports whether the set keeps a pfilter: IPv4 with a walked
+// net dimension.
+func (s *Set) filtered() bool { return s.family == 4 && (s.isNet(0) || s.isNet(2)) }
+
+// walkedAddr is the IPv4 address and prefix length of record id's walked
+// net dimension.
+func (s *Set) walkedAddr(id uint32) (uint32, uint8) {
+	k := s.keyOf(id)
+	if s.isNet(0) {
+		return binary.BigEndian.Uint32(k), s.recCIDR(id, 0)
+	}
+	return binary.BigEndian.Uint32(k[4:]), s.recCIDR(id, 2)
+}
+
+// filterAdd enters a placed record, building or rebuilding the filter
+// when the set has grown into or out of it.
+func (s *Set) filterAdd(id uint32) {
+	if !s.filtered() {
+		return
+	}
+	if s.reg.bulk {
+		s.filter, s.filterDirty = nil, true
+		return
+	}
+	f := s.filter
+	if f == nil {
+		if s.rec.live >= s.reg.filterMin {
+			s.buildFilter()
+		}
+		return
+	}
+	if f.added+1 > int(f.lines)*512/pfilterBitsPer {
+		s.buildFilter()
+		return
+	}
+	f.add(s.walkedAddr(id))
+}
+
+// filterDrop notes a dropped record; many leave the filter to a rebuild
+// (or to nothing, in a set that shrank below the minimum).
+func (s *Set) filterDrop() {
+	f := s.filter
+	if f == nil {
+		return
+	}
+	if s.reg.bulk {
+		s.filter, s.filterDirty = nil, true
+		return
+	}
+	f.stale++
+	if f.stale > s.rec.live {
+		s.filter = nil
+		if s.rec.live >= s.reg.filterMin {
+			s.buildFilter()
+		}
+	}
+}
+
+// buildFilter sizes the filter for twice the live elements and enters
+// every record in use (a dead slot's record too: a stale bit costs only a
+// probe), reading the records in order rather than bucket by bucket.
+func (s *Set) buildFilter() {
+	n := max(s.rec.live, pfilterMin) * 2 * pfilterBitsPer / 512
+	lines := uint32(1) << bits.Len32(uint32(n-1))
+	f := &pfilter{words: make([]uint64, lines*8), lines: lines}
+	free := make([]uint64, (len(s.rec.flag)+63)/64)
+	for _, id := range s.rec.free {
+		free[id/64] |= 1 << (id % 64)
+	}
+	for id := range uint32(len(s.rec.flag)) {
+		if free[id/64]&(1<<(id%64)) == 0 {
+			f.add(s.walkedAddr(id))
+		}
+	}
+	s.filter = f
+}
