@@ -25,9 +25,9 @@ func (s *Set) hfind(k *ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) 
 		var orig [16]byte
 		a := s.alen()
 		copy(orig[:], kb[:a])
-		f, fa := s.filter, binary.BigEndian.Uint32(orig[:4])
+		f, fa, line := s.filterFor(orig[:4])
 		for _, l := range s.lens1 {
-			if f != nil && !f.has(fa, l) {
+			if f != nil && !f.has(line, fa, l) {
 				continue
 			}
 			maskInto(kb[:a], orig[:a], int(l))
@@ -52,9 +52,9 @@ func (s *Set) hfind(k *ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) 
 	a := s.alen()
 	var orig [16]byte
 	copy(orig[:], kb[aoff:aoff+a])
-	f, fa := s.filter, binary.BigEndian.Uint32(orig[:4])
+	f, fa, line := s.filterFor(orig[:4])
 	for _, l := range lens {
-		if f != nil && !f.has(fa, l) {
+		if f != nil && !f.has(line, fa, l) {
 			continue
 		}
 		maskInto(kb[aoff:aoff+a], orig[:a], int(l))
@@ -68,6 +68,17 @@ func (s *Set) hfind(k *ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) 
 		}
 	}
 	return -1
+}
+
+// filterFor returns the set's filter (nil when it has none), the walked
+// IPv4 address a and its line for the lengths 16 and up.
+func (s *Set) filterFor(a []byte) (*pfilter, uint32, uint32) {
+	f := s.filter
+	if f == nil {
+		return nil, 0, 0
+	}
+	fa := binary.BigEndian.Uint32(a)
+	return f, fa, f.line16(fa)
 }
 
 // maskInto writes src masked to its first l bits into dst.

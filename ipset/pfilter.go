@@ -43,28 +43,32 @@ func lenMask(l uint8) uint32 {
 	return ^uint32(0) << (32 - l)
 }
 
-// pos returns the line and the two bits of (a masked to l, l).
-func (f *pfilter) pos(a uint32, l uint8) (line uint32, b1, b2 uint32) {
+// line16 is the line of the lengths 16 and up of address a.
+func (f *pfilter) line16(a uint32) uint32 { return fmix32(a>>16) & (f.lines - 1) }
+
+// pos returns the line and the two bits of (a masked to l, l); line16 is
+// f.line16(a).
+func (f *pfilter) pos(line16, a uint32, l uint8) (line uint32, b1, b2 uint32) {
 	m := a & lenMask(l)
-	if l >= 16 {
-		line = fmix32(a>>16) & (f.lines - 1)
-	} else {
+	line = line16
+	if l < 16 {
 		line = fmix32(m^uint32(l)<<1^0x9e3779b9) & (f.lines - 1)
 	}
-	h := fmix32(m ^ uint32(l)*0x27d4eb2f)
-	return line, h & 511, h >> 9 & 511
+	h := (uint64(m)<<8 | uint64(l)) * 0x9e3779b97f4a7c15
+	return line, uint32(h >> 55), uint32(h>>46) & 511
 }
 
 func (f *pfilter) add(a uint32, l uint8) {
-	line, b1, b2 := f.pos(a, l)
+	line, b1, b2 := f.pos(f.line16(a), a, l)
 	w := f.words[line*8 : line*8+8 : line*8+8]
 	w[b1>>6] |= 1 << (b1 & 63)
 	w[b2>>6] |= 1 << (b2 & 63)
 	f.added++
 }
 
-func (f *pfilter) has(a uint32, l uint8) bool {
-	line, b1, b2 := f.pos(a, l)
+// has reports whether (a masked to l, l) may be in the set.
+func (f *pfilter) has(line16, a uint32, l uint8) bool {
+	line, b1, b2 := f.pos(line16, a, l)
 	w := f.words[line*8 : line*8+8 : line*8+8]
 	return w[b1>>6]&(1<<(b1&63)) != 0 && w[b2>>6]&(1<<(b2&63)) != 0
 }
