@@ -2,6 +2,7 @@ package ipset
 
 import (
 	"encoding/binary"
+	"net/netip"
 	"time"
 )
 
@@ -12,7 +13,12 @@ import (
 // passed over (o may be nil). It does not allocate.
 func (s *Set) hfind(k *ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) int64 {
 	var buf [40]byte
-	kb := buf[:s.hashedBytes(k, &buf)]
+	return s.hfindBytes(buf[:s.hashedBytes(k, &buf)], k, walk1, walk2, now, o)
+}
+
+// hfindBytes is hfind for the key bytes kb of k (k is read only in
+// hash:net,iface, for the interface); kb is overwritten.
+func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) int64 {
 	var nowOff int64
 	if s.hasTimeout {
 		nowOff = s.nowOff(now)
@@ -25,9 +31,9 @@ func (s *Set) hfind(k *ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) 
 		var orig [16]byte
 		a := s.alen()
 		copy(orig[:], kb[:a])
-		f, fa, line := s.filterFor(orig[:4])
+		f, fa, line, lm := s.filterFor(orig[:4])
 		for _, l := range s.lens1 {
-			if f != nil && !f.has(line, fa, l) {
+			if f != nil && !f.has(line, lm, fa, l) {
 				continue
 			}
 			maskInto(kb[:a], orig[:a], int(l))
@@ -52,9 +58,9 @@ func (s *Set) hfind(k *ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) 
 	a := s.alen()
 	var orig [16]byte
 	copy(orig[:], kb[aoff:aoff+a])
-	f, fa, line := s.filterFor(orig[:4])
+	f, fa, line, lm := s.filterFor(orig[:4])
 	for _, l := range lens {
-		if f != nil && !f.has(line, fa, l) {
+		if f != nil && !f.has(line, lm, fa, l) {
 			continue
 		}
 		maskInto(kb[aoff:aoff+a], orig[:a], int(l))
@@ -70,15 +76,88 @@ func (s *Set) hfind(k *ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) 
 	return -1
 }
 
-// filterFor returns the set's filter (nil when it has none), the walked
-// IPv4 address a and its line for the lengths 16 and up.
-func (s *Set) filterFor(a []byte) (*pfilter, uint32, uint32) {
-	f := s.filter
-	if f == nil {
-		return nil, 0, 0
+// packetFind is hfind for a packet key, without building an element: the
+// record deciding the lookup, or -1; ok is false when the key does not fit
+// the set (keyFromPacket).
+func (s *Set) packetFind(pk *Key, now time.Time, o *MatchOptions) (id int64, ok bool) {
+	if s.isIface() {
+		k, ok := s.keyFromPacket(*pk)
+		if !ok {
+			return -1, false
+		}
+		return s.hfind(&k, true, false, now, o), true
 	}
-	fa := binary.BigEndian.Uint32(a)
-	return f, fa, f.line16(fa)
+	var b [40]byte
+	a1, ok := s.packetAddr(pk.Addr)
+	if !ok {
+		return -1, false
+	}
+	n := putAddr(&b, 0, a1)
+	full := byte(s.maxBits())
+	port := pk.Port
+	if !keyHasPort(pk.Proto) {
+		port = 0
+	}
+	switch s.typ.name {
+	case "hash:net":
+		b[n], b[n+1], b[n+2], b[n+3] = 0, 0, 0, full
+		n += 4
+	case "hash:ip,port":
+		b[n], b[n+1], b[n+2], b[n+3] = byte(port>>8), byte(port), byte(pk.Proto), 0
+		n += 4
+	case "hash:net,port":
+		b[n], b[n+1], b[n+2], b[n+3] = byte(port>>8), byte(port), byte(pk.Proto), (full-1)&0x7f
+		n += 4
+	case "hash:ip,port,ip", "hash:ip,port,net":
+		a2, ok := s.packetAddr(pk.Addr2)
+		if !ok {
+			return -1, false
+		}
+		n = putAddr(&b, n, a2)
+		b[n], b[n+1] = byte(port>>8), byte(port)
+		if s.isNet(2) {
+			b[n+2], b[n+3] = (full-1)&0x7f, byte(pk.Proto)
+		} else {
+			b[n+2], b[n+3] = byte(pk.Proto), 0
+		}
+		n += 4
+	}
+	return s.hfindBytes(b[:n], nil, s.isNet(0), s.isNet(2), now, o), true
+}
+
+// packetAddr is an address of a packet key as keyFromPacket takes it.
+func (s *Set) packetAddr(a netip.Addr) (netip.Addr, bool) {
+	if s.family == 4 {
+		a = a.Unmap()
+	}
+	if !a.IsValid() || a.Is4() != (s.family == 4) {
+		return a, false
+	}
+	if s.netmask != 0 {
+		a = netip.PrefixFrom(a, s.netmask).Masked().Addr()
+	}
+	return a, true
+}
+
+func putAddr(b *[40]byte, n int, a netip.Addr) int {
+	if a.Is4() {
+		x := a.As4()
+		return n + copy(b[n:], x[:])
+	}
+	x := a.As16()
+	return n + copy(b[n:], x[:])
+}
+
+// filterFor returns the set's filter (nil when it has none), the walked
+// IPv4 address a, its line for the lengths 16 and up and their mask.
+func (s *Set) filterFor(a []byte) (f *pfilter, fa, line16 uint32, lens16 uint32) {
+	f = s.filter
+	if f == nil {
+		return nil, 0, 0, 0
+	}
+	fa = binary.BigEndian.Uint32(a)
+	line16 = f.line16(fa)
+	return f, fa, line16, uint32(f.lens16(line16))
 }
 
 // maskInto writes src masked to its first l bits into dst.

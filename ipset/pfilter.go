@@ -9,12 +9,15 @@ import (
 // skip the prefix lengths at which the set holds nothing for the address:
 // the kernel probes a bucket for every present length (mtype_test_cidrs),
 // which at a million elements is a cache miss each. It is a blocked Bloom
-// filter over (masked address, prefix length): the lengths 16 and up of
-// one address fall in one 512-bit line chosen by its /16, so a lookup
-// reads one line for them; shorter lengths each pick their own line. Two
-// bits per element; deletions leave their bits (a stale bit costs only a
-// probe), and the filter is rebuilt when it fills or goes stale. It never
-// answers "absent" for a present element, so answers are the kernel's.
+// filter over (masked address, prefix length) in 512-bit lines. The
+// lengths 16 and up of one address fall in one line chosen by its /16:
+// the line's first word has a bit for each such length present in the
+// /16s of the line, and (masked address, length) sets two bits in one of
+// the other seven words. So a lookup reads one line for them; shorter
+// lengths each pick their own line. Deletions leave their bits (a stale
+// bit costs only a probe), and the filter is rebuilt when it fills or goes
+// stale. It never answers "absent" for a present element, so answers are
+// the kernel's.
 type pfilter struct {
 	words []uint64 // lines of 8 words
 	lines uint32   // a power of two
@@ -46,31 +49,40 @@ func lenMask(l uint8) uint32 {
 // line16 is the line of the lengths 16 and up of address a.
 func (f *pfilter) line16(a uint32) uint32 { return fmix32(a>>16) & (f.lines - 1) }
 
-// pos returns the line and the two bits of (a masked to l, l); line16 is
-// f.line16(a).
-func (f *pfilter) pos(line16, a uint32, l uint8) (line uint32, b1, b2 uint32) {
+// pos returns the word and the two-bit mask of (a masked to l, l);
+// line16 is f.line16(a).
+func (f *pfilter) pos(line16, a uint32, l uint8) (word uint32, mask uint64) {
 	m := a & lenMask(l)
-	line = line16
+	line := line16
 	if l < 16 {
 		line = fmix32(m^uint32(l)<<1^0x9e3779b9) & (f.lines - 1)
 	}
 	h := (uint64(m)<<8 | uint64(l)) * 0x9e3779b97f4a7c15
-	return line, uint32(h >> 55), uint32(h>>46) & 511
+	return line*8 + 1 + uint32((h>>61)*7>>3), 1<<(h>>55&63) | 1<<(h>>49&63)
 }
 
 func (f *pfilter) add(a uint32, l uint8) {
-	line, b1, b2 := f.pos(f.line16(a), a, l)
-	w := f.words[line*8 : line*8+8 : line*8+8]
-	w[b1>>6] |= 1 << (b1 & 63)
-	w[b2>>6] |= 1 << (b2 & 63)
+	line16 := f.line16(a)
+	if l >= 16 {
+		f.words[line16*8] |= 1 << (l - 16)
+	}
+	w, m := f.pos(line16, a, l)
+	f.words[w] |= m
 	f.added++
 }
 
-// has reports whether (a masked to l, l) may be in the set.
-func (f *pfilter) has(line16, a uint32, l uint8) bool {
-	line, b1, b2 := f.pos(line16, a, l)
-	w := f.words[line*8 : line*8+8 : line*8+8]
-	return w[b1>>6]&(1<<(b1&63)) != 0 && w[b2>>6]&(1<<(b2&63)) != 0
+// lens16 is the mask of lengths 16 and up (bit l-16) that may be present
+// in the line line16.
+func (f *pfilter) lens16(line16 uint32) uint64 { return f.words[line16*8] }
+
+// has reports whether (a masked to l, l) may be in the set; lens16 is
+// f.lens16(line16).
+func (f *pfilter) has(line16, lens16, a uint32, l uint8) bool {
+	if l >= 16 && lens16&(1<<(l-16)) == 0 {
+		return false
+	}
+	w, m := f.pos(line16, a, l)
+	return f.words[w]&m == m
 }
 
 // filtered reports whether the set keeps a pfilter: IPv4 with a walked

@@ -312,12 +312,8 @@ func (s *Set) keyFromPacket(pk Key) (ekey, bool) {
 // and whether it is a nomatch one, counting it for bytes when count is set
 // and the set has counters.
 func (s *Set) lookupFlags(pk Key, now time.Time, count bool, bytes int) (found, nomatch bool) {
-	k, ok := s.keyFromPacket(pk)
-	if !ok {
-		return false, false
-	}
 	if s.typ.kind == kindHash {
-		id := s.hfind(&k, s.isNet(0), s.isNet(2), now, nil)
+		id, _ := s.packetFind(&pk, now, nil)
 		if id < 0 {
 			return false, false
 		}
@@ -327,6 +323,10 @@ func (s *Set) lookupFlags(pk Key, now time.Time, count bool, bytes int) (found, 
 			c[1] += uint64(bytes)
 		}
 		return true, s.rec.flag[id]&recNomatch != 0
+	}
+	k, ok := s.keyFromPacket(pk)
+	if !ok {
+		return false, false
 	}
 	e := s.bfind(k, now, nil)
 	if e == nil {
