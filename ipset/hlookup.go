@@ -2,6 +2,7 @@ package ipset
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net/netip"
 	"time"
 )
@@ -58,18 +59,46 @@ func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o
 	a := s.alen()
 	var orig [16]byte
 	copy(orig[:], kb[aoff:aoff+a])
-	f, fa, line, lm := s.filterFor(orig[:4])
-	for _, l := range lens {
-		if f != nil && !f.has(line, lm, fa, l) {
-			continue
-		}
+	try := func(l uint8) int64 {
 		maskInto(kb[aoff:aoff+a], orig[:a], int(l))
 		if off1 {
 			kb[at] = (l - 1) & 0x7f
 		} else {
 			kb[at] = l
 		}
-		if id := s.probe(kb, nowOff, o); id >= 0 {
+		return s.probe(kb, nowOff, o)
+	}
+	f, fa, line, lm := s.filterFor(orig[:4])
+	if f == nil {
+		for _, l := range lens {
+			if id := try(l); id >= 0 {
+				return id
+			}
+		}
+		return -1
+	}
+	// The lengths 16 and up that the filter line may hold, longest first,
+	// then the shorter ones.
+	cand := lm & s.pres1
+	if dim == 2 {
+		cand = lm & s.pres2
+	}
+	for cand != 0 {
+		i := bits.Len32(cand) - 1
+		cand &^= 1 << i
+		l := uint8(i + 16)
+		if !f.has(line, lm, fa, l) {
+			continue
+		}
+		if id := try(l); id >= 0 {
+			return id
+		}
+	}
+	for _, l := range lens {
+		if l >= 16 || !f.has(line, lm, fa, l) {
+			continue
+		}
+		if id := try(l); id >= 0 {
 			return id
 		}
 	}

@@ -524,10 +524,10 @@ func (s *Set) dropRec(id uint32) {
 
 func (s *Set) countCIDRRec(id uint32, delta int) {
 	if s.isNet(0) {
-		s.countLen(&s.cidr1, &s.lens1, s.recCIDR(id, 0), delta)
+		s.countLen(&s.cidr1, &s.lens1, &s.pres1, s.recCIDR(id, 0), delta)
 	}
 	if s.isNet(2) {
-		s.countLen(&s.cidr2, &s.lens2, s.recCIDR(id, 2), delta)
+		s.countLen(&s.cidr2, &s.lens2, &s.pres2, s.recCIDR(id, 2), delta)
 	}
 }
 

@@ -394,7 +394,7 @@ func (r *Registry) Flush(name string) error {
 			s.entries = map[ekey]*entry{}
 			s.order, s.dead = nil, 0
 			s.cidr1, s.cidr2 = [129]int{}, [129]int{}
-			s.lens1, s.lens2 = nil, nil
+			s.lens1, s.lens2, s.pres1, s.pres2 = nil, nil, 0, 0
 			if s.typ.kind == kindHash {
 				// Flush frees the buckets; the table keeps its size.
 				s.initHash()

@@ -47,6 +47,8 @@ type setContent struct {
 	cidr2   [129]int
 	lens1   []uint8 // present prefix lengths, longest first
 	lens2   []uint8
+	pres1   uint32 // lengths 16 to 32 in lens1, bit l-16
+	pres2   uint32
 	// hash types: the kernel's bucket layout over compact records.
 	tbl      htable
 	rec      records
@@ -202,19 +204,26 @@ func (s *Set) isNet(dim int) bool {
 
 func (s *Set) countCIDR(k ekey, delta int) {
 	if s.isNet(0) {
-		s.countLen(&s.cidr1, &s.lens1, k.c1, delta)
+		s.countLen(&s.cidr1, &s.lens1, &s.pres1, k.c1, delta)
 	}
 	if s.isNet(2) {
-		s.countLen(&s.cidr2, &s.lens2, k.c2, delta)
+		s.countLen(&s.cidr2, &s.lens2, &s.pres2, k.c2, delta)
 	}
 }
 
 // countLen counts an element of prefix length l in or out of c, keeping
-// lens (the present lengths) current.
-func (s *Set) countLen(c *[129]int, lens *[]uint8, l uint8, delta int) {
+// lens (the present lengths) and pres (those from 16 to 32, bit l-16)
+// current.
+func (s *Set) countLen(c *[129]int, lens *[]uint8, pres *uint32, l uint8, delta int) {
 	c[l] += delta
 	if n := c[l]; n == 0 || (n == 1 && delta > 0) {
 		*lens = presentLens(c)
+		*pres = 0
+		for _, x := range *lens {
+			if x >= 16 && x <= 32 {
+				*pres |= 1 << (x - 16)
+			}
+		}
 	}
 }
 
