@@ -25,7 +25,7 @@ func FuzzRestore(f *testing.F) {
 		// Large expansions are legal but slow to print repeatedly.
 		total := 0
 		for _, s := range r.sets() {
-			total += len(s.order)
+			total += len(s.order) + s.rec.live
 		}
 		if total > 5000 {
 			return

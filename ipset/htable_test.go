@@ -245,21 +245,40 @@ func TestHtableInvariants(t *testing.T) {
 			default:
 				require.NoError(t, r.Flush("S"))
 			}
-			live := 0
-			for key, b := range s.tbl.buckets {
-				require.LessOrEqual(t, len(b.slots), b.size)
-				for _, x := range b.slots {
-					if free(x) {
-						continue
-					}
-					live++
-					require.Equal(t, key, s.hkey(&x.k, s.tbl.bits))
-					require.Same(t, x, s.entries[x.k])
-				}
-			}
-			require.Equal(t, len(s.entries), live)
-			require.GreaterOrEqual(t, s.tbl.extSize, 0)
+			checkHtable(t, s)
 			require.Equal(t, 1<<s.tbl.bits, s.hashsize)
 		}
 	})
+}
+
+// checkHtable asserts the table's invariants: every used slot's record
+// sits in the bucket its key hashes to, no bucket exceeds its size, each
+// record is in one slot or free, and the counts agree.
+func checkHtable(t require.TestingT, s *Set) {
+	live, used := 0, 0
+	where := map[uint32]bool{}
+	s.tbl.forEach(func(key uint32, b bucket) {
+		used++
+		require.LessOrEqual(t, b.pos, b.size)
+		require.Positive(t, b.pos)
+		for _, sx := range s.tbl.slots(b)[:b.pos] {
+			x := slotID(sx)
+			require.False(t, where[x], "record %d in two slots", x)
+			where[x] = true
+			if isDead(sx) {
+				continue
+			}
+			live++
+			require.Equal(t, slotHash(sx), s.hashKey(s.keyOf(x)))
+			require.Equal(t, key, s.tbl.mask(slotHash(sx)))
+		}
+	})
+	for _, x := range s.rec.free {
+		require.False(t, where[x], "free record %d in a slot", x)
+		where[x] = true
+	}
+	require.Len(t, where, len(s.rec.flag), "records neither in a slot nor free")
+	require.Equal(t, s.rec.live, live)
+	require.Equal(t, s.tbl.used, used)
+	require.GreaterOrEqual(t, s.tbl.extSize, 0)
 }

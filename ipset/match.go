@@ -77,15 +77,24 @@ func (s *Set) Match(k Key, now time.Time, o *MatchOptions) bool {
 	if s.typ.kind == kindList {
 		return s.listMatch(k, now, o)
 	}
-	ek, ok := s.keyFromPacket(k)
-	if !ok {
-		return false
+	var match bool
+	if s.typ.kind == kindHash {
+		id, _ := s.packetFind(&k, now, o)
+		if id < 0 {
+			return false
+		}
+		match = s.rec.flag[id]&recNomatch == 0
+	} else {
+		ek, ok := s.keyFromPacket(k)
+		if !ok {
+			return false
+		}
+		e := s.bfind(ek, now, o)
+		if e == nil {
+			return false
+		}
+		match = !e.nomatch
 	}
-	e := s.find(ek, s.isNet(0), s.isNet(2), now, o)
-	if e == nil {
-		return false
-	}
-	match := !e.nomatch
 	if o.ReturnNomatch && s.typ.nomatch {
 		match = !match
 	}

@@ -1,5 +1,7 @@
 package ipset
 
+import "time"
+
 // The "Size in memory" figure of `ipset list`, as kernel 6.18 (amd64)
 // computes it in each type's head function:
 //
@@ -71,9 +73,13 @@ func (s *Set) dsize(elemLen, elemAlign int) int {
 	return alignUp(n, al)
 }
 
-// memSize is the "Size in memory" of the set holding the live entries ms.
-func (s *Set) memSize(ms []*entry) int {
+// memSize is the "Size in memory" of the set at now.
+func (s *Set) memSize(now time.Time) int {
 	comments := 0
+	var ms []*entry
+	if s.typ.kind != kindHash {
+		ms = s.members(now)
+	}
 	for _, e := range ms {
 		if e.comment != "" {
 			comments += commentOverhead + len(e.comment)
@@ -97,10 +103,12 @@ func (s *Set) memSize(ms []*entry) int {
 	}
 	// Comments of expired entries still waiting for the gc count too.
 	comments = 0
-	for _, e := range s.entries {
-		if e.comment != "" {
-			comments += commentOverhead + len(e.comment)
-		}
+	if s.comment {
+		s.eachHashMember(now, true, func(id uint32) {
+			if c := s.rec.cmt[id]; c != 0 {
+				comments += commentOverhead + len(s.comments.str(c))
+			}
+		})
 	}
 	regions := 1
 	if s.tbl.bits > regionBits {

@@ -20,6 +20,24 @@ type Registry struct {
 	clock Clock
 	rnd   *rand.Rand
 	slots []*Set // nil slots are free; a new set takes the first free one
+	// filterMin is the size from which a set keeps a pfilter (tests
+	// lower it to exercise the filter on small sets).
+	filterMin int
+	// bulk is set during Restore: sets defer their filter to the end.
+	bulk bool
+}
+
+// endBulk builds the filters that a Restore deferred.
+func (r *Registry) endBulk() {
+	r.bulk = false
+	for _, s := range r.slots {
+		if s != nil && s.filterDirty {
+			s.filterDirty = false
+			if s.filter == nil && s.rec.live >= r.filterMin {
+				s.buildFilter()
+			}
+		}
+	}
 }
 
 // NewRegistry returns an empty registry. rnd draws the initval of hash sets
@@ -28,7 +46,7 @@ func NewRegistry(clock Clock, rnd *rand.Rand) *Registry {
 	if rnd == nil {
 		rnd = rand.New(rand.NewPCG(1, 2))
 	}
-	return &Registry{clock: clock, rnd: rnd}
+	return &Registry{clock: clock, rnd: rnd, filterMin: pfilterMin}
 }
 
 // Get returns the named set, or nil.
@@ -223,7 +241,8 @@ func (r *Registry) Create(name, typeName string, exist bool, opts ...string) err
 	}
 	s.entries = map[ekey]*entry{}
 	if t.kind == kindHash {
-		s.tbl = newHtable(s.hashsize)
+		s.epoch = r.clock.Now()
+		s.initHash()
 	}
 	if old := r.Get(name); old != nil {
 		if exist && old.sameAs(s) {
@@ -375,10 +394,10 @@ func (r *Registry) Flush(name string) error {
 			s.entries = map[ekey]*entry{}
 			s.order, s.dead = nil, 0
 			s.cidr1, s.cidr2 = [129]int{}, [129]int{}
-			s.lens1, s.lens2 = nil, nil
+			s.lens1, s.lens2, s.pres1, s.pres2 = nil, nil, 0, 0
 			if s.typ.kind == kindHash {
 				// Flush frees the buckets; the table keeps its size.
-				s.tbl = htable{bits: s.tbl.bits, buckets: map[uint32]*hbucket{}}
+				s.initHash()
 			}
 			if name != "" {
 				return nil

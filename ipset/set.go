@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/packetwalk/packetwalk/inet"
@@ -40,6 +39,7 @@ type setContent struct {
 	portHi     uint16
 	size       int // list:set
 
+	// bitmap and list types: one entry per element.
 	entries map[ekey]*entry
 	order   []*entry // insertion order; dead entries compacted lazily
 	dead    int
@@ -47,7 +47,18 @@ type setContent struct {
 	cidr2   [129]int
 	lens1   []uint8 // present prefix lengths, longest first
 	lens2   []uint8
-	tbl     htable // hash types: the kernel's bucket layout
+	pres1   uint32 // lengths 16 to 32 in lens1, bit l-16
+	pres2   uint32
+	// hash types: the kernel's bucket layout over compact records.
+	tbl      htable
+	rec      records
+	comments intern
+	ifaces   intern
+	epoch    time.Time // what record expiries count from
+	filter   *pfilter  // large IPv4 net sets: which lengths to probe
+	// filterDirty: elements were added during a Restore without the
+	// filter, which is built when the Restore ends.
+	filterDirty bool
 }
 
 // Name returns the set's name.
@@ -72,6 +83,13 @@ func (e *entry) expired(now time.Time) bool {
 func (s *Set) Len() int {
 	now := s.now()
 	n := 0
+	if s.typ.kind == kindHash {
+		if !s.hasTimeout {
+			return s.rec.live
+		}
+		s.eachHashMember(now, false, func(uint32) { n++ })
+		return n
+	}
 	for _, e := range s.order {
 		if !e.dead && !e.expired(now) {
 			n++
@@ -101,6 +119,22 @@ type addOpts struct {
 
 func (s *Set) insertKey(k ekey, o *addOpts, exist bool) error {
 	now := s.now()
+	if s.typ.kind == kindHash {
+		_, b, i := s.hslot(&k)
+		if i < 0 {
+			return s.hashInsert(&k, o, now)
+		}
+		id := slotID(s.tbl.slots(b)[i])
+		if s.recExpired(id, s.nowOff(now)) {
+			s.reuseExpired(b, i, &k, o, now)
+			return nil
+		}
+		if !exist {
+			return ErrExists
+		}
+		s.applyRecOpts(id, o, now)
+		return nil
+	}
 	e := s.entries[k]
 	if e != nil && !e.expired(now) {
 		if !exist {
@@ -109,9 +143,6 @@ func (s *Set) insertKey(k ekey, o *addOpts, exist bool) error {
 		// -exist re-adds: the kernel updates the entry's flags and extensions.
 		s.applyOpts(e, o, now)
 		return nil
-	}
-	if s.typ.kind == kindHash {
-		return s.hashInsert(k, o, e, now)
 	}
 	if e != nil { // expired: replace
 		s.removeEntry(e)
@@ -153,14 +184,9 @@ func (s *Set) applyOpts(e *entry, o *addOpts, now time.Time) {
 	e.skbmark, e.skbmask, e.skbprio, e.skbqueue = o.skbmark, o.skbmask, o.skbprio, o.skbqueue
 }
 
-func (s *Set) removeEntry(e *entry) {
-	s.dropEntry(e)
-	if s.typ.kind == kindHash {
-		s.hashDelete(e)
-	}
-}
+func (s *Set) removeEntry(e *entry) { s.dropEntry(e) }
 
-// dropEntry forgets e everywhere but in the hash table.
+// dropEntry forgets e.
 func (s *Set) dropEntry(e *entry) {
 	delete(s.entries, e.k)
 	e.dead = true
@@ -178,15 +204,25 @@ func (s *Set) isNet(dim int) bool {
 
 func (s *Set) countCIDR(k ekey, delta int) {
 	if s.isNet(0) {
-		s.cidr1[k.c1] += delta
-		if c := s.cidr1[k.c1]; c == 0 || (c == 1 && delta > 0) {
-			s.lens1 = presentLens(&s.cidr1)
-		}
+		s.countLen(&s.cidr1, &s.lens1, &s.pres1, k.c1, delta)
 	}
 	if s.isNet(2) {
-		s.cidr2[k.c2] += delta
-		if c := s.cidr2[k.c2]; c == 0 || (c == 1 && delta > 0) {
-			s.lens2 = presentLens(&s.cidr2)
+		s.countLen(&s.cidr2, &s.lens2, &s.pres2, k.c2, delta)
+	}
+}
+
+// countLen counts an element of prefix length l in or out of c, keeping
+// lens (the present lengths) and pres (those from 16 to 32, bit l-16)
+// current.
+func (s *Set) countLen(c *[129]int, lens *[]uint8, pres *uint32, l uint8, delta int) {
+	c[l] += delta
+	if n := c[l]; n == 0 || (n == 1 && delta > 0) {
+		*lens = presentLens(c)
+		*pres = 0
+		for _, x := range *lens {
+			if x >= 16 && x <= 32 {
+				*pres |= 1 << (x - 16)
+			}
 		}
 	}
 }
@@ -202,6 +238,14 @@ func presentLens(c *[129]int) []uint8 {
 }
 
 func (s *Set) deleteKey(k ekey) error {
+	if s.typ.kind == kindHash {
+		key, b, i := s.hslot(&k)
+		if i < 0 || s.recExpired(slotID(s.tbl.slots(b)[i]), s.nowOff(s.now())) {
+			return ErrNotAdded
+		}
+		s.hashDelete(key, b, i)
+		return nil
+	}
 	e := s.entries[k]
 	if e == nil || e.expired(s.now()) {
 		return ErrNotAdded
@@ -210,51 +254,9 @@ func (s *Set) deleteKey(k ekey) error {
 	return nil
 }
 
-// find returns the live entry deciding a lookup for k, walking present
-// prefix lengths longest first when walk1/walk2 are set; an entry that o's
-// counter comparisons reject is passed over (o may be nil). It does not
-// allocate.
-func (s *Set) find(k ekey, walk1, walk2 bool, now time.Time, o *MatchOptions) *entry {
-	if !walk1 && !walk2 {
-		return s.findIface(k, now, o)
-	}
-	if walk1 {
-		a := k.a1
-		for _, l := range s.lens1 {
-			k.a1, k.c1 = netip.PrefixFrom(a, int(l)).Masked().Addr(), l
-			if s.isIface() {
-				// hash:net,iface stops at the first prefix where any
-				// entry has the address, whatever its interface (the
-				// kernel's "multi" count in mtype_test_cidrs).
-				e, seen := s.findNetIface(k, now, o)
-				if e != nil || seen {
-					return e
-				}
-				continue
-			}
-			if e := s.find(k, false, walk2, now, o); e != nil {
-				return e
-			}
-		}
-		return nil
-	}
-	a := k.a2
-	for _, l := range s.lens2 {
-		k.a2, k.c2 = netip.PrefixFrom(a, int(l)).Masked().Addr(), l
-		if e := s.findIface(k, now, o); e != nil {
-			return e
-		}
-	}
-	return nil
-}
-
-// findIface looks up an exact key; in hash:net,iface it resolves the
-// interface as findNetIface does.
-func (s *Set) findIface(k ekey, now time.Time, o *MatchOptions) *entry {
-	if s.isIface() {
-		e, _ := s.findNetIface(k, now, o)
-		return e
-	}
+// bfind returns the live entry of a bitmap set for k, passed over when
+// o's counter comparisons reject it (o may be nil).
+func (s *Set) bfind(k ekey, now time.Time, o *MatchOptions) *entry {
 	if e := s.entries[k]; e != nil && !e.expired(now) && s.accept(o, e) {
 		return e
 	}
@@ -262,45 +264,6 @@ func (s *Set) findIface(k ekey, now time.Time, o *MatchOptions) *entry {
 }
 
 func (s *Set) isIface() bool { return len(s.typ.dims) > 1 && s.typ.dims[1] == dimIface }
-
-// findNetIface is the kernel's lookup of one prefix in hash:net,iface
-// (mtype_test_cidrs, kernel 6.18): the bucket the key hashes to (network,
-// prefix length and physdev flag; not the interface) is walked slot by
-// slot, the first entry with the physdev flag and the interface decides.
-// Names compare exactly unless the lookup key itself is a wildcard: a
-// stored "eth+" is never found by a packet's interface name, only by an
-// `ipset test` of "eth+" (observed). seen reports that the walk ended on
-// an entry with the network that was not taken for its interface (the
-// kernel's multi count): no shorter prefix is tried then. An entry taken
-// but rejected (expired, counters) resets that count.
-func (s *Set) findNetIface(k ekey, now time.Time, o *MatchOptions) (e *entry, seen bool) {
-	b := s.tbl.buckets[s.hkey(&k, s.tbl.bits)]
-	if b == nil {
-		return nil, false
-	}
-	multi := 0
-	for _, x := range b.slots {
-		if free(x) || x.k.a1 != k.a1 || x.k.c1 != k.c1 {
-			continue
-		}
-		multi++
-		if x.k.physdev != k.physdev {
-			continue
-		}
-		if k.wildcard {
-			if !strings.HasPrefix(k.iface, x.k.iface) {
-				continue
-			}
-		} else if x.k.iface != k.iface {
-			continue
-		}
-		if !x.expired(now) && s.accept(o, x) {
-			return x, true
-		}
-		multi = 0
-	}
-	return nil, multi > 0
-}
 
 // keyFromPacket converts a lookup Key into the stored element layout with
 // host-length prefixes; ok is false when the family does not fit.
@@ -354,13 +317,35 @@ func (s *Set) keyFromPacket(pk Key) (ekey, bool) {
 	return k, true
 }
 
-// lookup returns the deciding entry for a packet key.
-func (s *Set) lookup(pk Key, now time.Time) *entry {
+// lookupFlags returns whether an entry decides the lookup of a packet key
+// and whether it is a nomatch one, counting it for bytes when count is set
+// and the set has counters.
+func (s *Set) lookupFlags(pk Key, now time.Time, count bool, bytes int) (found, nomatch bool) {
+	if s.typ.kind == kindHash {
+		id, _ := s.packetFind(&pk, now, nil)
+		if id < 0 {
+			return false, false
+		}
+		if count && s.counters {
+			c := &s.rec.cnt[id]
+			c[0]++
+			c[1] += uint64(bytes)
+		}
+		return true, s.rec.flag[id]&recNomatch != 0
+	}
 	k, ok := s.keyFromPacket(pk)
 	if !ok {
-		return nil
+		return false, false
 	}
-	return s.find(k, s.isNet(0), s.isNet(2), now, nil)
+	e := s.bfind(k, now, nil)
+	if e == nil {
+		return false, false
+	}
+	if count && s.counters {
+		e.packets++
+		e.bytes += uint64(bytes)
+	}
+	return true, e.nomatch
 }
 
 // Lookup reports how the set answers a packet lookup at time now, as the
@@ -371,11 +356,8 @@ func (s *Set) Lookup(k Key, now time.Time) (match, nomatch bool) {
 	if s.typ.kind == kindList {
 		return s.listLookup(k, now)
 	}
-	e := s.lookup(k, now)
-	if e == nil {
-		return false, false
-	}
-	return !e.nomatch, e.nomatch
+	found, nm := s.lookupFlags(k, now, false, 0)
+	return found && !nm, nm
 }
 
 // LookupCount is Lookup plus the --update-counters side effect: the deciding
@@ -385,15 +367,8 @@ func (s *Set) LookupCount(k Key, now time.Time, bytes int) (match, nomatch bool)
 	if s.typ.kind == kindList {
 		return s.listLookup(k, now)
 	}
-	e := s.lookup(k, now)
-	if e == nil {
-		return false, false
-	}
-	if s.counters {
-		e.packets++
-		e.bytes += uint64(bytes)
-	}
-	return !e.nomatch, e.nomatch
+	found, nm := s.lookupFlags(k, now, true, bytes)
+	return found && !nm, nm
 }
 
 func (s *Set) listLookup(k Key, now time.Time) (match, nomatch bool) {
@@ -500,7 +475,11 @@ func (s *Set) inBitmap(k ekey) bool {
 // walks like a packet; a shorter one needs that exact entry.
 func (s *Set) testKey(k ekey, now time.Time) bool {
 	full := uint8(s.maxBits())
-	e := s.find(k, s.isNet(0) && k.c1 == full, s.isNet(2) && k.c2 == full, now, nil)
+	if s.typ.kind == kindHash {
+		id := s.hfind(&k, s.isNet(0) && k.c1 == full, s.isNet(2) && k.c2 == full, now, nil)
+		return id >= 0 && s.rec.flag[id]&recNomatch == 0
+	}
+	e := s.bfind(k, now, nil)
 	return e != nil && !e.nomatch
 }
 
@@ -561,12 +540,9 @@ func (s *Set) appendMember(b []byte, e *entry, now time.Time) []byte {
 	return b
 }
 
-// members returns live entries in print order: insertion order for hash
-// and list types, ascending for bitmaps.
+// members returns the live entries of a bitmap or list set in print
+// order: insertion order for lists, ascending for bitmaps.
 func (s *Set) members(now time.Time) []*entry {
-	if s.typ.kind == kindHash {
-		return s.hashMembers(now)
-	}
 	var out []*entry
 	for _, e := range s.order {
 		if !e.dead && !e.expired(now) {
@@ -582,6 +558,22 @@ func (s *Set) members(now time.Time) []*entry {
 		})
 	}
 	return out
+}
+
+// eachMember calls fn with the live entries in print order; hash members
+// come in the kernel's bucket order, each in an entry fn must not keep.
+func (s *Set) eachMember(now time.Time, fn func(e *entry)) {
+	if s.typ.kind != kindHash {
+		for _, e := range s.members(now) {
+			fn(e)
+		}
+		return
+	}
+	var e entry
+	s.eachHashMember(now, false, func(id uint32) {
+		s.recEntry(id, &e)
+		fn(&e)
+	})
 }
 
 // appendHeader prints the Header: text (also the tail of a create line).

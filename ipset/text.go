@@ -24,13 +24,13 @@ func (r *Registry) AppendSave(b []byte, names ...string) ([]byte, error) {
 		b = append(b, ' ')
 		b = s.appendHeader(b)
 		b = append(b, '\n')
-		for _, e := range s.members(now) {
+		s.eachMember(now, func(e *entry) {
 			b = append(b, "add "...)
 			b = append(b, s.name...)
 			b = append(b, ' ')
 			b = s.appendMember(b, e, now)
 			b = append(b, '\n')
-		}
+		})
 	}
 	return b, nil
 }
@@ -58,15 +58,16 @@ func (r *Registry) List(w io.Writer, names ...string) error {
 		if i > 0 {
 			b = append(b, '\n')
 		}
-		ms := s.members(now)
+		n := 0
+		s.eachMember(now, func(*entry) { n++ })
 		b = fmt.Appendf(b, "Name: %s\nType: %s\nRevision: %d\nHeader: ", s.name, s.typ.name, s.typ.revision)
 		b = s.appendHeader(b)
 		b = fmt.Appendf(b, "\nSize in memory: %d\nReferences: %d\nNumber of entries: %d\nMembers:\n",
-			s.memSize(ms), s.refs, len(ms))
-		for _, e := range ms {
+			s.memSize(now), s.refs, n)
+		s.eachMember(now, func(e *entry) {
 			b = s.appendMember(b, e, now)
 			b = append(b, '\n')
-		}
+		})
 	}
 	_, err = w.Write(b)
 	return err
@@ -111,26 +112,37 @@ type RestoreOptions struct {
 // atomic: lines before a failing one stay applied. The error is a
 // *ParseError naming the line and token.
 func (r *Registry) Restore(data []byte, opt RestoreOptions) error {
-	for i, line := range bytes.Split(data, []byte("\n")) {
-		n := i + 1
-		toks, err := splitLine(string(line))
+	// Large sets build their lookup filter once, at the end.
+	r.bulk = true
+	defer r.endBulk()
+	var toks []string
+	for n := 1; ; n++ {
+		end := bytes.IndexByte(data, '\n')
+		raw := data
+		if end >= 0 {
+			raw = data[:end]
+		}
+		line := string(raw)
+		var err error
+		toks, err = splitLine(toks[:0], line)
 		if err != nil {
-			return &ParseError{Line: n, Text: string(line), Err: err}
+			return &ParseError{Line: n, Text: line, Err: err}
 		}
-		if len(toks) == 0 || strings.HasPrefix(toks[0], "#") {
-			continue
+		if len(toks) > 0 && !strings.HasPrefix(toks[0], "#") {
+			// ipset 7.17 accepts -exist/-! anywhere on a restore line but
+			// ignores it: only `ipset -exist restore` (opt.Exist) applies.
+			toks = slices.DeleteFunc(toks, func(t string) bool { return t == "-exist" || t == "-!" })
+			if len(toks) > 0 {
+				if err := r.Exec(toks, opt.Exist); err != nil {
+					return &ParseError{Line: n, Token: errToken(toks), Text: line, Err: err}
+				}
+			}
 		}
-		// ipset 7.17 accepts -exist/-! anywhere on a restore line but
-		// ignores it: only `ipset -exist restore` (opt.Exist) applies.
-		toks = slices.DeleteFunc(toks, func(t string) bool { return t == "-exist" || t == "-!" })
-		if len(toks) == 0 {
-			continue
+		if end < 0 {
+			return nil
 		}
-		if err := r.Exec(toks, opt.Exist); err != nil {
-			return &ParseError{Line: n, Token: errToken(toks), Text: string(line), Err: err}
-		}
+		data = data[end+1:]
 	}
-	return nil
 }
 
 func errToken(toks []string) string {
@@ -206,10 +218,30 @@ func (r *Registry) Exec(args []string, exist bool) error {
 // ErrNotInSet is returned by Exec for a `test` whose element is not in the set.
 var ErrNotInSet = fmt.Errorf("element is NOT in set")
 
-// splitLine splits a restore line into words; double quotes group a word
-// (comment "a b") and are removed.
-func splitLine(line string) ([]string, error) {
-	var toks []string
+// splitLine appends the words of a restore line to toks; double quotes
+// group a word (comment "a b") and are removed. Words are substrings of
+// line.
+func splitLine(toks []string, line string) ([]string, error) {
+	if strings.IndexByte(line, '"') < 0 {
+		start := -1
+		for i := 0; i < len(line); i++ {
+			switch line[i] {
+			case ' ', '\t', '\r':
+				if start >= 0 {
+					toks = append(toks, line[start:i])
+					start = -1
+				}
+			default:
+				if start < 0 {
+					start = i
+				}
+			}
+		}
+		if start >= 0 {
+			toks = append(toks, line[start:])
+		}
+		return toks, nil
+	}
 	var cur strings.Builder
 	in, quoted := false, false
 	for i := 0; i < len(line); i++ {

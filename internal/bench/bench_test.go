@@ -83,3 +83,58 @@ func TestSetup(t *testing.T) {
 	})
 	assert.Zero(t, allocs, "established flow through ReceiveTo allocates")
 }
+
+// setSizes are the set sizes of the set benchmarks; EnvLarge adds the
+// million-member sets.
+func setSizes() []int {
+	if os.Getenv(EnvLarge) == "1" {
+		return []int{10_000, 100_000, 1_000_000}
+	}
+	return []int{10_000, 100_000}
+}
+
+var setSetups = map[string]*SetSetup{}
+
+func forSets(b *testing.B, f func(b *testing.B, s *SetSetup)) {
+	for _, typ := range SetTypes {
+		for _, n := range setSizes() {
+			b.Run(fmt.Sprintf("%s/members=%d", typ, n), func(b *testing.B) {
+				key := fmt.Sprint(typ, n)
+				s := setSetups[key]
+				if s == nil {
+					var err error
+					s, err = NewSetSetup(typ, n)
+					require.NoError(b, err)
+					setSetups[key] = s
+				}
+				f(b, s)
+			})
+		}
+	}
+}
+
+func BenchmarkSetRestore(b *testing.B) { forSets(b, SetRestoreBench) }
+
+func BenchmarkSetLookup(b *testing.B) { forSets(b, SetLookupBench) }
+
+// The generated sets hold the members asked for, and their keys answer as
+// built: a member's address matches, one in a nomatch /28 is nomatch.
+func TestSetSetup(t *testing.T) {
+	for _, typ := range SetTypes {
+		s, err := NewSetSetup(typ, 5000)
+		require.NoError(t, err, typ)
+		matches, nomatches := 0, 0
+		for _, w := range s.Want {
+			if w[0] {
+				matches++
+			}
+			if w[1] {
+				nomatches++
+			}
+		}
+		assert.GreaterOrEqual(t, matches, 5000/16, typ)
+		if typ == "hash:net" || typ == "hash:net,port" {
+			assert.GreaterOrEqual(t, nomatches, 5000/16-5, typ)
+		}
+	}
+}

@@ -1,5 +1,8 @@
 // Command benchtable prints packetwalk's performance on kube-proxy
-// rulesets of 100, 1,000 and 10,000 services × 5 endpoints as one table.
+// rulesets of 100, 1,000 and 10,000 services × 5 endpoints as one table,
+// and on large ipsets (hash:net, hash:ip, hash:ip,port, hash:net,port of
+// 10k, 100k and 1M members: restore time, heap per member, lookup) as
+// another.
 // Run as root with PACKETWALK_KERNEL=1, it also measures the kernel on the
 // same rulesets in network namespaces it creates (iptables-restore time,
 // and the end-to-end cost of a bounded burst of new connections in the
@@ -7,7 +10,11 @@
 // is the median of -count runs: a shared virtual machine's speed drifts by
 // some 10% from one minute to the next.
 //
+// With PACKETWALK_KERNEL=1 the sets table has the kernel's `ipset restore`
+// time and "Size in memory" per member beside packetwalk's.
+//
 //	go run ./internal/bench/cmd/benchtable [-sizes 100,1000,10000] [-burst 1000] [-count 3]
+//	    [-tables kube,sets] [-set-sizes 10000,100000,1000000] [-set-types hash:net,...]
 package main
 
 import (
@@ -27,13 +34,54 @@ func main() {
 	sizes := flag.String("sizes", "100,1000,10000", "numbers of services, comma-separated")
 	burst := flag.Int("burst", 1000, "new connections per kernel burst")
 	count := flag.Int("count", 3, "runs per size; each cell is their median")
+	tables := flag.String("tables", "kube,sets", "tables to print: kube, sets")
+	setSizes := flag.String("set-sizes", "10000,100000,1000000", "set sizes (members), comma-separated")
+	setTypes := flag.String("set-types", strings.Join(bench.SetTypes, ";"), "set types, ';'-separated")
 	flag.Parse()
 	if *count < 1 {
 		fmt.Fprintln(os.Stderr, "benchtable: -count must be at least 1")
 		os.Exit(2)
 	}
+	ns := parseSizes(*sizes)
+	kernel := os.Getenv("PACKETWALK_KERNEL") == "1"
+	if kernel && os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "benchtable: PACKETWALK_KERNEL=1 needs root")
+		os.Exit(1)
+	}
+	want := map[string]bool{}
+	for _, t := range strings.Split(*tables, ",") {
+		if t != "kube" && t != "sets" {
+			fmt.Fprintf(os.Stderr, "benchtable: unknown table %q (kube, sets)\n", t)
+			os.Exit(2)
+		}
+		want[t] = true
+	}
+	if want["kube"] {
+		kubeTable(ns, *burst, *count, kernel)
+	}
+	if want["sets"] {
+		if want["kube"] {
+			fmt.Println()
+		}
+		types := strings.Split(*setTypes, ";")
+		for _, t := range types {
+			if !slices.Contains(bench.SetTypes, t) {
+				fmt.Fprintf(os.Stderr, "benchtable: unknown set type %q\n", t)
+				os.Exit(2)
+			}
+		}
+		rows, err := measureSets(types, parseSizes(*setSizes), *count, kernel)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "benchtable: sets: %v\n", err)
+			os.Exit(1)
+		}
+		printSets(rows, kernel)
+	}
+}
+
+func parseSizes(list string) []int {
 	var ns []int
-	for _, f := range strings.Split(*sizes, ",") {
+	for _, f := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
 			fmt.Fprintf(os.Stderr, "benchtable: bad size %q\n", f)
@@ -41,18 +89,17 @@ func main() {
 		}
 		ns = append(ns, n)
 	}
-	kernel := os.Getenv("PACKETWALK_KERNEL") == "1"
-	if kernel && os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "benchtable: PACKETWALK_KERNEL=1 needs root")
-		os.Exit(1)
-	}
+	return ns
+}
+
+func kubeTable(ns []int, burst, count int, kernel bool) {
 	var rows []row
 	for _, n := range ns {
 		var runs []row
-		for range *count {
+		for range count {
 			r, err := measure(n)
 			if err == nil && kernel {
-				r.k, err = measureKernel(r.setup, *burst)
+				r.k, err = measureKernel(r.setup, burst)
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "benchtable: %d services: %v\n", n, err)
