@@ -178,10 +178,13 @@ func (m *DCCPMatch) appendSave(b []byte) []byte {
 
 func (m *DCCPMatch) appendList(b []byte, numeric bool) []byte {
 	b = append(b, " dccp"...)
-	if m.HasSrc {
+	// -L leaves out a range of every port unless it is inverted, as it
+	// does for tcp, udp and sctp (save and -S keep it).
+	full := func(r PortRange, inv bool) bool { return r.Lo == 0 && r.Hi == 0xffff && !inv }
+	if m.HasSrc && !full(m.SrcPorts, m.InvSrcPorts) {
 		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, true, "dccp")
 	}
-	if m.HasDst {
+	if m.HasDst && !full(m.DstPorts, m.InvDstPorts) {
 		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, true, "dccp")
 	}
 	if m.HasTypes {

@@ -27,8 +27,10 @@ func (t *TEETarget) set(c *ruleCtx, opt string, _ bool, args []string) error {
 		t.OIF = args[0]
 		return nil
 	}
-	a, err := netip.ParseAddr(args[0])
-	if err != nil || addrFamily(a) != c.family || a.Zone() != "" {
+	// inet_aton's forms ("1.2.3", "010.0.0.1") and, in iptables, IPv4-mapped
+	// addresses are taken (docs/kernel-notes.md).
+	a, err := parseHostAddr(c.family, args[0], false)
+	if err != nil {
 		return badValue("TEE", "--gateway", args[0], "an "+c.family.String()+" address (host names are not resolved)")
 	}
 	t.Gateway = a

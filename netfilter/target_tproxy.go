@@ -41,8 +41,8 @@ func (b *tproxyTargetBuilder) set(c *ruleCtx, opt string, _ bool, args []string)
 		}
 		b.t.Port, b.port = p, true
 	case "on-ip":
-		a, err := netip.ParseAddr(args[0])
-		if err != nil || addrFamily(a) != c.family || a.Zone() != "" {
+		a, err := parseHostAddr(c.family, args[0], false) // as TEE's --gateway
+		if err != nil {
 			return badValue("TPROXY", "--on-ip", args[0], "an "+c.family.String()+" address")
 		}
 		b.t.Addr = a
