@@ -35,7 +35,10 @@ type tproxyTargetBuilder struct {
 func (b *tproxyTargetBuilder) set(c *ruleCtx, opt string, _ bool, args []string) error {
 	switch opt {
 	case "on-port":
-		p, ok := parsePort(args[0], "tcp")
+		// getaddrinfo's service: a decimal number kept modulo 2^16 or a
+		// service of any protocol ("ntp"), as udp reads its ports
+		// (docs/kernel-notes.md).
+		p, ok := parsePort(args[0], "udp")
 		if !ok {
 			return badValue("TPROXY", "--on-port", args[0], "a port number or service name")
 		}
