@@ -253,7 +253,7 @@ func (g *gramGen) extMatchMore(m string) {
 		// path in the machine's cgroup2 tree, which a Host does not know
 		// (docs/extensions.md).
 		g.some(
-			func() { g.opt(true, g.spell("path"), g.pick("/", "/")) },
+			func() { g.opt(true, g.spell("path"), "/"); g.cgroupPath = true },
 			func() { g.opt(true, g.spell("cgroup"), g.u32()) },
 		)
 	case "cluster":
