@@ -45,15 +45,11 @@ func init() {
 // a decimal number; a reversed range is kept, as iptables 1.8.9 keeps
 // it, and matches nothing.
 func parseDCCPPorts(opt, s string) (PortRange, error) {
-	port := func(v string) (uint16, bool) {
-		if p, ok := serviceAnyProto(v); ok {
-			return p, true
-		}
-		// Numbers are decimal only here ("0x10" does not resolve, "010"
-		// is 10), unlike the tcp match's.
-		n, err := strconv.ParseUint(v, 10, 16)
-		return uint16(n), err == nil && v != "" && v[0] != '+'
-	}
+	// Each end is read as udp reads its ports (getaddrinfo's service):
+	// decimal with an optional "+", kept modulo 2^16 ("70000" is 4464),
+	// or a service of any protocol; "0x10" does not resolve
+	// (docs/kernel-notes.md).
+	port := func(v string) (uint16, bool) { return parsePort(v, "udp") }
 	bad := func(v string) error { return badValue("dccp", opt, v, "a port or a range PORT:PORT") }
 	lo, hi, isRange := strings.Cut(s, ":")
 	if !isRange {
@@ -178,10 +174,13 @@ func (m *DCCPMatch) appendSave(b []byte) []byte {
 
 func (m *DCCPMatch) appendList(b []byte, numeric bool) []byte {
 	b = append(b, " dccp"...)
-	if m.HasSrc {
+	// -L leaves out a range of every port unless it is inverted, as it
+	// does for tcp, udp and sctp (save and -S keep it).
+	full := func(r PortRange, inv bool) bool { return r.Lo == 0 && r.Hi == 0xffff && !inv }
+	if m.HasSrc && !full(m.SrcPorts, m.InvSrcPorts) {
 		b = appendListPorts(b, "spt", m.SrcPorts, m.InvSrcPorts, true, "dccp")
 	}
-	if m.HasDst {
+	if m.HasDst && !full(m.DstPorts, m.InvDstPorts) {
 		b = appendListPorts(b, "dpt", m.DstPorts, m.InvDstPorts, true, "dccp")
 	}
 	if m.HasTypes {

@@ -56,17 +56,26 @@ func (m *OptsMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	}
 	m.Opts = m.Opts[:0]
 	for _, item := range strings.Split(args[0], ",") {
+		if len(m.Opts) == maxIPv6Opts {
+			return badValue(mod, "--"+opt, args[0], "at most 16 options")
+		}
 		t, l, hasLen := strings.Cut(item, ":")
+		// ip6tables refuses a length on the last of the 16 places, and on
+		// type 0 (Pad1, which has none; "256" is type 0 too) before it
+		// reads the length (docs/kernel-notes.md).
+		if hasLen && len(m.Opts) == maxIPv6Opts-1 {
+			return badValue(mod, "--"+opt, args[0], "at most 15 options when the last has a length")
+		}
 		typ, ok := strtoul(t)
+		if ok && hasLen && uint8(typ) == 0 {
+			return badValue(mod, "--"+opt, item, "no length for type 0 (Pad1)")
+		}
 		ln := uint64(0xff)
 		if ok && hasLen {
 			ln, ok = strtoul(l)
 		}
 		if !ok {
 			return badValue(mod, "--"+opt, item, "TYPE[:LEN] with numbers")
-		}
-		if len(m.Opts) == maxIPv6Opts {
-			return badValue(mod, "--"+opt, args[0], "at most 16 options")
 		}
 		// Only the low byte of each number is kept, as iptables keeps it:
 		// "256" is type 0, "1:-1" length 255 (any).

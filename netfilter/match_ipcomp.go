@@ -1,7 +1,8 @@
 package netfilter
 
 // IPCompMatch is "-p ipcomp -m ipcomp [!] --ipcompspi CPI[:CPI]
-// [--compres]" (IPv4 only): the CPI of the packet's IPComp header
+// [--compres]" (both families: libxt_ipcomp and xt_ipcomp serve IPv6
+// too): the CPI of the packet's IPComp header
 // (Packet.SPI) must lie in the range. iptables 1.8.9 always stores a
 // range, 0:0 when --ipcompspi is absent, so a bare -m ipcomp matches
 // only CPI 0. --compres is stored and printed; the kernel's match does
@@ -18,7 +19,6 @@ func init() {
 			{name: "ipcompspi", args: 1, invert: true},
 			{name: "compres", args: 0},
 		},
-		families:   []Family{IPv4},
 		newBuilder: func(*ruleCtx) builder { return &IPCompMatch{} }})
 }
 

@@ -33,10 +33,13 @@ type osfBuilder struct {
 func (b *osfBuilder) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	switch opt {
 	case "genre":
-		if len(args[0]) > 31 {
-			return badValue("osf", "--genre", args[0], "a genre of at most 31 characters")
+		// iptables keeps the first 31 characters of a longer genre
+		// (the kernel's field holds 32 with the NUL; docs/kernel-notes.md).
+		g := args[0]
+		if len(g) > 31 {
+			g = g[:31]
 		}
-		b.m.Genre, b.m.Invert, b.given = args[0], inv, true
+		b.m.Genre, b.m.Invert, b.given = g, inv, true
 	case "ttl", "log":
 		n, ok := parseCUint(args[0], 2)
 		if !ok {

@@ -167,11 +167,11 @@ func parseAddrKeepHost(f Family, s string) (netip.Prefix, error) {
 			break
 		}
 	}
-	a, err := netip.ParseAddr(addr)
+	a, err := parseHostAddr(f, addr, false) // inet_aton's forms too: "1.2.3/8" is 1.2.0.3/8
 	if err != nil {
 		return pfx, err
 	}
-	return netip.PrefixFrom(a.Unmap(), pfx.Bits()), nil
+	return netip.PrefixFrom(a, pfx.Bits()), nil
 }
 
 func (b *policyBuilder) done(c *ruleCtx) (any, error) {

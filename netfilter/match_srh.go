@@ -77,12 +77,24 @@ func (m *SRHMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 		addr, bits, hasBits := strings.Cut(s, "/")
 		a, err := netip.ParseAddr(addr)
 		n := uint64(128)
-		ok := err == nil && a.Is6() && !a.Is4In6()
+		// An IPv4-mapped address is an IPv6 address like any other here.
+		ok := err == nil && a.Is6() && a.Zone() == ""
 		if ok && hasBits {
-			n, ok = parseCUint(bits, 128)
+			var v uint64
+			if v, ok = parseCUint(bits, 128); ok {
+				n = v
+			} else if m, err := netip.ParseAddr(bits); err == nil && m.Is6() && m.Zone() == "" {
+				ones, contiguous := maskOnes(m)
+				if !contiguous {
+					// Matched with the mask, printed as /128 by ip6tables:
+					// packetwalk keeps prefixes only.
+					return fmt.Errorf("%w: srh --%s %s: a non-contiguous mask", ErrNotModelled, opt, s)
+				}
+				n, ok = uint64(ones), true
+			}
 		}
 		if !ok {
-			return badValue("srh", "--"+opt, s, "an IPv6 address with an optional /LEN")
+			return badValue("srh", "--"+opt, s, "an IPv6 address with an optional /LEN or /MASK")
 		}
 		p := netip.PrefixFrom(a, int(n))
 		switch name {

@@ -46,17 +46,17 @@ func (b *netmapTargetBuilder) set(c *ruleCtx, _ string, _ bool, args []string) e
 // mapping packetwalk does not model: it is refused by name.
 func parseNetmapPrefix(f Family, s string) (netip.Prefix, error) {
 	as, ms, hasMask := strings.Cut(s, "/")
-	a, err := netip.ParseAddr(as)
-	if err != nil || addrFamily(a) != f || a.Zone() != "" {
-		if as == "0" && f == IPv4 {
-			a = netip.IPv4Unspecified() // iptables reads "0" as 0.0.0.0
-		} else {
-			return netip.Prefix{}, badValue("NETMAP", "--to", s, "an "+f.String()+" address with an optional /prefix length or mask")
-		}
+	// The address is read as a host name would be: inet_aton's forms
+	// ("1.2.3", "010.1.1.1", "80") and IPv4-mapped addresses in iptables
+	// (docs/kernel-notes.md).
+	a, err := parseHostAddr(f, as, false)
+	if err != nil {
+		return netip.Prefix{}, badValue("NETMAP", "--to", s, "an "+f.String()+" address with an optional /prefix length or mask")
 	}
 	n := a.BitLen()
 	if hasMask {
-		if v, ok := parseCUint(ms, uint64(a.BitLen())); ok && !strings.HasPrefix(ms, "0x") {
+		// A length is a C number with an optional "+" ("0x10", "010", "+8").
+		if v, ok := parseCUint(strings.TrimPrefix(ms, "+"), uint64(a.BitLen())); ok {
 			n = int(v)
 		} else if m, err := netip.ParseAddr(ms); err == nil && m.BitLen() == a.BitLen() {
 			b := m.AsSlice()

@@ -96,6 +96,11 @@ func (b *nfqueueTargetBuilder) set(_ *ruleCtx, opt string, _ bool, args []string
 	if lo >= hi {
 		return badValue("NFQUEUE", "--queue-balance", args[0], fmt.Sprintf("%d should be less than %d", lo, hi))
 	}
+	if lo == 0 && hi == 0xffff {
+		// 65536 queues do not fit the kernel's 16-bit count, which wraps
+		// to 0: xt_NFQUEUE refuses it (EINVAL, docs/kernel-notes.md).
+		return badValue("NFQUEUE", "--queue-balance", args[0], "at most 65535 queues")
+	}
 	b.t.Num, b.t.Last, b.t.Balance, b.bal = uint16(lo), uint16(hi), true, true
 	return nil
 }

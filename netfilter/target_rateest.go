@@ -51,7 +51,13 @@ func parseTCTime(s string) (float64, bool) {
 	default:
 		return 0, false
 	}
-	return math.Trunc(v), true
+	// iptables keeps the time in an unsigned int: a longer one wraps
+	// modulo 2^32 microseconds (x86-64 converts through 64 bits), so
+	// "--rateest-ewmalog 10000s" is about 1410 s (docs/kernel-notes.md).
+	if v >= 1<<63 {
+		return 0, true
+	}
+	return float64(uint32(uint64(v))), true
 }
 
 func (b *rateestTargetBuilder) set(_ *ruleCtx, opt string, _ bool, args []string) error {
@@ -128,7 +134,9 @@ func (t *RateestTarget) appendRateest(b []byte, prefix string) []byte {
 	b = append(append(append(b, ' '), prefix...), "interval "...)
 	b = appendTCTime(b, iv)
 	b = append(append(append(b, ' '), prefix...), "ewmalog "...)
-	return appendTCTime(b, iv<<t.EWMALog)
+	// iptables computes the averaging time in 32 bits: a long one wraps
+	// (interval 250ms, ewmalog 4s prints 3897.0s; docs/kernel-notes.md).
+	return appendTCTime(b, uint64(uint32(iv)<<t.EWMALog))
 }
 
 func (t *RateestTarget) appendSave(b []byte) []byte { return t.appendRateest(b, "--rateest-") }

@@ -22,7 +22,9 @@ type SynproxyTarget struct {
 }
 
 func init() {
-	registerTarget(&module{name: "SYNPROXY", tables: []TableID{Filter}, hooks: []Hook{Input, Forward},
+	// xt_SYNPROXY names hooks only, no table: mangle FORWARD takes it
+	// (docs/kernel-notes.md).
+	registerTarget(&module{name: "SYNPROXY", hooks: []Hook{Input, Forward},
 		opts: []option{{name: "sack-perm"}, {name: "timestamp"}, {name: "wscale", args: 1},
 			{name: "mss", args: 1}, {name: "ecn"}},
 		newBuilder: func(*ruleCtx) builder { return &SynproxyTarget{} }})

@@ -21,14 +21,19 @@ func init() {
 
 func (t *TEETarget) set(c *ruleCtx, opt string, _ bool, args []string) error {
 	if opt == "oif" {
-		if err := checkIfaceName(args[0]); err != nil {
-			return badValue("TEE", "--oif", args[0], "an interface name")
+		// Any text: iptables keeps its first 15 bytes, and an empty one
+		// is no --oif (docs/kernel-notes.md).
+		n := args[0]
+		if len(n) > 15 {
+			n = n[:15]
 		}
-		t.OIF = args[0]
+		t.OIF = n
 		return nil
 	}
-	a, err := netip.ParseAddr(args[0])
-	if err != nil || addrFamily(a) != c.family || a.Zone() != "" {
+	// inet_aton's forms ("1.2.3", "010.0.0.1") and, in iptables, IPv4-mapped
+	// addresses are taken (docs/kernel-notes.md).
+	a, err := parseHostAddr(c.family, args[0], false)
+	if err != nil {
 		return badValue("TEE", "--gateway", args[0], "an "+c.family.String()+" address (host names are not resolved)")
 	}
 	t.Gateway = a

@@ -35,14 +35,17 @@ type tproxyTargetBuilder struct {
 func (b *tproxyTargetBuilder) set(c *ruleCtx, opt string, _ bool, args []string) error {
 	switch opt {
 	case "on-port":
-		p, ok := parsePort(args[0], "tcp")
+		// getaddrinfo's service: a decimal number kept modulo 2^16 or a
+		// service of any protocol ("ntp"), as udp reads its ports
+		// (docs/kernel-notes.md).
+		p, ok := parsePort(args[0], "udp")
 		if !ok {
 			return badValue("TPROXY", "--on-port", args[0], "a port number or service name")
 		}
 		b.t.Port, b.port = p, true
 	case "on-ip":
-		a, err := netip.ParseAddr(args[0])
-		if err != nil || addrFamily(a) != c.family || a.Zone() != "" {
+		a, err := parseHostAddr(c.family, args[0], false) // as TEE's --gateway
+		if err != nil {
 			return badValue("TPROXY", "--on-ip", args[0], "an "+c.family.String()+" address")
 		}
 		b.t.Addr = a

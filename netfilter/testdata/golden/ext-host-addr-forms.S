@@ -1,0 +1,12 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A PREROUTING -p udp -j TPROXY --on-port 40000 --on-ip 255.192.5.164 --tproxy-mark 0x6/0xffffffff
+-A PREROUTING -p tcp -j TPROXY --on-port 4 --on-ip 1.2.0.3 --tproxy-mark 0x0/0x0
+-A PREROUTING -j TEE --gateway 1.2.0.3
+-A PREROUTING -j TEE --gateway 8.0.0.1
+-A PREROUTING -j TEE --gateway 1.2.3.4
+-A PREROUTING -m policy --dir in --pol ipsec --mode tunnel --tunnel-dst 8.1.1.1 --tunnel-src 1.2.0.3/8

@@ -1,0 +1,16 @@
+# table mangle
+-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-N PWG
+-A PREROUTING -j TEE --gateway 1.2.3.4 --oif xxxxxxxxxxxxxxx
+-A PREROUTING -j TEE --gateway 1.2.3.4
+-A PREROUTING -j TEE --gateway 1.2.3.4 --oif eth/0
+-A PREROUTING -p tcp -j TPROXY --on-port 123 --on-ip 10.255.192.168 --tproxy-mark 0x0/0x0
+-A PREROUTING -p tcp -j TPROXY --on-port 10 --on-ip 0.0.0.0 --tproxy-mark 0x0/0x0
+-A PREROUTING -p udp -j TPROXY --on-port 0 --on-ip 0.0.0.0 --tproxy-mark 0x0/0x0
+-A PREROUTING -p udp -j TPROXY --on-port 80 --on-ip 0.0.0.0 --tproxy-mark 0x0/0x0
+-A FORWARD -p tcp -j SYNPROXY --timestamp
+-A PWG -p tcp -j SYNPROXY --sack-perm --wscale 1 --ecn
