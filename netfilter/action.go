@@ -83,7 +83,8 @@ const (
 	// answered with an ICMP time exceeded (Result.Emitted).
 	ReasonTTLExceeded
 	// ReasonMartianSource: "martian source", a 127.0.0.0/8 source received
-	// off lo with route_localnet=0.
+	// off lo with route_localnet=0, or one of the host's addresses as
+	// source off lo without accept_local.
 	ReasonMartianSource
 	// ReasonMartianDestination: "martian destination", the same for a
 	// 127.0.0.0/8 destination.
@@ -113,6 +114,13 @@ const (
 	// ReasonRefused: "refused", the host refused the packet without
 	// walking it; Result.Err says why.
 	ReasonRefused
+	// ReasonNetUnreachable: "network unreachable", a routing rule of
+	// action unreachable (an unreachable route is ReasonUnreachable).
+	ReasonNetUnreachable
+	// ReasonReversePath: "reverse path filter", dropped by rp_filter
+	// (HostConfig.RPFilter): the route back to the source fails the
+	// check.
+	ReasonReversePath
 )
 
 var reasonNames = [...]string{
@@ -135,6 +143,8 @@ var reasonNames = [...]string{
 	ReasonReassembledTooLong:   "reassembled packet longer than 65535 bytes: discarded",
 	ReasonTooManyFragments:     "too many fragments queued: dropped",
 	ReasonRefused:              "refused",
+	ReasonNetUnreachable:       "network unreachable",
+	ReasonReversePath:          "reverse path filter",
 }
 
 // String returns the reason's text ("TTL exceeded", "martian source"...),
