@@ -187,6 +187,9 @@ func (h *Host) rerouteAfter(w *walk, id TableID) bool {
 	}
 	k := localFlow(p, true)
 	d := h.decide(w, &k, Output, true)
+	if w.tracing {
+		w.routes[len(w.routes)-1].After = id
+	}
 	reason := d.reason
 	if reason == NoReason && d.r.Type != RouteLocal && h.localnetRefused(p.Src, d.r.Iface) {
 		reason = reasonInvalidSource

@@ -100,6 +100,9 @@ type RouteChoice struct {
 	// OUTPUT (a new destination).
 	Hook    Hook
 	Reroute bool
+	// After is the table after whose chains a reroute came (Mangle or
+	// NAT at OUTPUT).
+	After TableID
 	// Rule is the priority of the deciding rule, -1 when no rule
 	// decided (no route); Table the table the route was found in.
 	Rule  int

@@ -93,7 +93,11 @@ func (f *fib) lookup4(h *Host, dst netip.Addr) decision {
 			if r.Type == RouteThrow {
 				break
 			}
-			return finish(decision{r: r, dst: r.Dst, rule: 32766, table: TableMain})
+			out := decision{r: r, dst: r.Dst, rule: 32766, table: TableMain}
+			if r.Type == RouteLocal {
+				out.r = &h.loRoute
+			}
+			return finish(out)
 		}
 	}
 	if f.deflt {
@@ -155,8 +159,11 @@ func (h *Host) routeScan(dst netip.Addr) *Route {
 			best = r
 		}
 	}
-	if best != nil && best.Type == RouteThrow {
+	switch {
+	case best == nil || best.Type == RouteThrow:
 		return nil
+	case best.Type == RouteLocal:
+		return &h.loRoute
 	}
 	return best
 }
@@ -213,7 +220,7 @@ func (h *Host) isLocal(a netip.Addr) bool {
 		return true
 	}
 	for i := range h.routes {
-		if r := &h.routes[i]; r.Type == RouteLocal && r.Table == TableLocal && r.Dst.Contains(a) {
+		if r := &h.routes[i]; r.Type == RouteLocal && r.Dst.Contains(a) {
 			return true
 		}
 	}

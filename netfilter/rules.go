@@ -208,8 +208,13 @@ func checkRule(r *RouteRule) error {
 	if r.Dst.IsValid() {
 		r.Dst = r.Dst.Masked()
 	}
-	if r.HasMark && r.Mask == 0 && r.Mark != 0 {
-		return fmt.Errorf("%w: fwmark %#x with mask 0", ErrBadValue, r.Mark)
+	if r.Family == IPv4 && r.TOS&^0x1c != 0 {
+		// The kernel refuses other bits: "Invalid tos", or for the two
+		// low bits "ECN bits must be 0".
+		return fmt.Errorf("%w: rule tos %#02x: only the bits 0x1c may be set", ErrBadValue, r.TOS)
+	}
+	if r.Family == IPv6 && r.TOS&3 != 0 {
+		return fmt.Errorf("%w: rule dsfield %#02x: ECN bits must be 0", ErrBadValue, r.TOS)
 	}
 	if !r.HasMark {
 		r.Mark, r.Mask = 0, 0

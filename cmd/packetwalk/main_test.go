@@ -45,6 +45,10 @@ var goldenCases = []struct {
 	{"trace-text", []string{"trace", "--node", node1, "--packets", node1 + "/packets"}, ""},
 	{"trace-json", []string{"trace", "--node", node1, "--packets", node1 + "/packets", "--format", "json"}, ""},
 	{"trace-xtables", []string{"trace", "--node", node1, "--packets", node1 + "/packets", "--format=xtables"}, ""},
+	{"trace-policy", []string{"trace", "--node", "testdata/policy", "--rules", "-", "--sysctl", "net.ipv4.conf.all.rp_filter=1",
+		"proto=udp dst=8.8.8.8 dport=53", "proto=udp dst=8.8.8.8 dport=123", "in=eth1 proto=tcp src=10.244.1.5 dst=93.184.216.34 mark=1337",
+		"in=eth0 proto=udp src=10.244.1.5 dst=192.168.10.7 dport=53", "in=eth1 proto=udp src=10.244.1.5 dst=10.6.0.1 dport=53"},
+		"*mangle\n-A OUTPUT -p udp --dport 123 -j MARK --set-mark 0xca6c\nCOMMIT\n"},
 	{"trace-flags-after-packets", []string{"trace", "in=eth0 src=10.0.0.2 dst=10.0.0.1 proto=icmp", "--addr", "eth0=10.0.0.1/24", "--format", "json"}, ""},
 	{"trace-stdin-rules", []string{"trace", "--rules", "-", "--addr", "eth0=10.0.0.1/24", "--iface", "cali7",
 		"--route", "10.244.7.0/24=cali7", "in=eth0 src=10.0.0.2 dst=10.244.7.3 proto=udp dport=53"},
@@ -223,7 +227,7 @@ func TestJSONShape(t *testing.T) {
 		sort.Strings(ks)
 		return ks
 	}
-	assert.Equal(t, []string{"conntrack", "disposition", "emitted", "in", "n", "out", "packet", "trace", "verdict", "where"}, keys(objs[0]))
+	assert.Equal(t, []string{"conntrack", "disposition", "emitted", "in", "n", "out", "packet", "routes", "trace", "verdict", "where"}, keys(objs[0]))
 	pkt := objs[0]["packet"].(map[string]any)
 	assert.Equal(t, []string{"ack", "code", "dport", "dst", "flags", "id", "len", "mark", "proto", "seq", "sport", "src", "ttl", "type", "win"}, keys(pkt))
 	trace := objs[0]["trace"].([]any)
