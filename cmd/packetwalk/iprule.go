@@ -253,9 +253,7 @@ func parseIPProto(s string) (uint8, error) {
 	if v, ok := ipProtoNames[s]; ok {
 		return v, nil
 	}
-	if strings.HasPrefix(s, "ipproto-") {
-		s = s[len("ipproto-"):]
-	}
+	s = strings.TrimPrefix(s, "ipproto-")
 	v, err := strconv.ParseUint(s, 0, 8)
 	if err != nil {
 		return 0, fmt.Errorf("bad ipproto %q: expected a protocol name or number", s)
@@ -490,7 +488,7 @@ func parseIPRouteArgs(s string, names tableNames) (netfilter.Route, error) {
 		}
 	}
 	if len(args) == 0 {
-		return r, fmt.Errorf("no destination: expected [TYPE] PREFIX|default ...")
+		return r, fmt.Errorf("no destination: expected [TYPE] PREFIX|default and options")
 	}
 	dst := args[0]
 	if dst == "to" && len(args) > 1 {

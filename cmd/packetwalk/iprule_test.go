@@ -125,12 +125,12 @@ func TestIPRouteArgs(t *testing.T) {
 	names := defaultTableNames()
 	require.NoError(t, parseRTTables([]byte("# comment\n200 wg\n"), names))
 	for in, want := range map[string]netfilter.Route{
-		"local 0.0.0.0/0 dev lo table 100":                       {Dst: p("0.0.0.0/0"), Iface: "lo", Type: netfilter.RouteLocal, Table: 100},
-		"default via 192.168.10.254 dev eth0 table wg metric 10": {Dst: p("0.0.0.0/0"), Iface: "eth0", Gateway: a("192.168.10.254"), Table: 200, Metric: 10},
-		"-6 default dev wg0 table 51820":                         {Dst: p("::/0"), Iface: "wg0", Table: 51820},
-		"throw 10.0.0.0/8 table 52":                              {Dst: p("10.0.0.0/8"), Type: netfilter.RouteThrow, Table: 52},
+		"local 0.0.0.0/0 dev lo table 100":                         {Dst: p("0.0.0.0/0"), Iface: "lo", Type: netfilter.RouteLocal, Table: 100},
+		"default via 192.168.10.254 dev eth0 table wg metric 10":   {Dst: p("0.0.0.0/0"), Iface: "eth0", Gateway: a("192.168.10.254"), Table: 200, Metric: 10},
+		"-6 default dev wg0 table 51820":                           {Dst: p("::/0"), Iface: "wg0", Table: 51820},
+		"throw 10.0.0.0/8 table 52":                                {Dst: p("10.0.0.0/8"), Type: netfilter.RouteThrow, Table: 52},
 		"10.1.2.3 dev eth1 src 10.244.1.1 proto static scope link": {Dst: p("10.1.2.3/32"), Iface: "eth1", Src: a("10.244.1.1")},
-		"blackhole 10.5.0.0/16":                                  {Dst: p("10.5.0.0/16"), Type: netfilter.RouteBlackhole},
+		"blackhole 10.5.0.0/16":                                    {Dst: p("10.5.0.0/16"), Type: netfilter.RouteBlackhole},
 	} {
 		r, err := parseIPRouteArgs(in, names)
 		require.NoError(t, err, in)
