@@ -531,9 +531,20 @@ func (h *Host) walkHooks(w *walk, local bool) {
 		return
 	}
 	reason := d.reason
+	forwarding := !h.cfg.NoForwarding && !h.cfg.Devices[p.In].NoForwarding
 	switch {
+	case reason != NoReason && !forwarding:
+		reason = ReasonForwardingDisabled // and no ICMP error (ip_error)
 	case reason != NoReason:
-	case h.cfg.NoForwarding || h.cfg.Devices[p.In].NoForwarding:
+		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
+		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
+		if e, ok := h.unreachableReply(p, reason); ok {
+			if out, ok := h.sendEmitted(w, e); ok {
+				res.Emitted = append(res.Emitted, out)
+			}
+		}
+		return
+	case !forwarding:
 		reason = ReasonForwardingDisabled
 	default:
 		reason = h.validSource(p, out.Iface)

@@ -251,7 +251,16 @@ func TestJSONShape(t *testing.T) {
 	// A routing drop: where names the hook, no table or chain.
 	assert.Equal(t, map[string]any{"hook": "PREROUTING", "table": "", "chain": "", "rule": float64(0), "action": "ROUTE"}, objs[2]["where"])
 	assert.Equal(t, "DROP", objs[2]["verdict"])
-	assert.Equal(t, []any{}, objs[2]["emitted"])
+	// The unreachable route answers with ICMP host unreachable (3/1), as
+	// the kernel's ip_error does.
+	emitted := objs[2]["emitted"].([]any)
+	require.Len(t, emitted, 1)
+	assert.Equal(t, float64(3), emitted[0].(map[string]any)["type"])
+	assert.Equal(t, float64(1), emitted[0].(map[string]any)["code"])
+	routes := objs[2]["routes"].([]any)
+	require.Len(t, routes, 1)
+	assert.Equal(t, map[string]any{"hook": "PREROUTING", "reroute": false, "rule": float64(32766), "table": "main", "dst": "10.8.0.0/16",
+		"type": nil, "dev": nil, "via": nil, "error": "unreachable"}, routes[0])
 }
 
 // FuzzTrace runs whole command lines: any packet argument gives exit 0,

@@ -17,7 +17,10 @@ import (
 // policyRules counts every non-ICMP packet at each hook and output
 // interface, after the case's own mangle rules (MARK). filter INPUT drops
 // what is delivered, so the node's stack stays silent.
-func policyRules(mangle string) string {
+func policyRules(mangle string) string { return policyRulesFilter(mangle, "") }
+
+// policyRulesFilter is policyRules with the case's filter FORWARD rules.
+func policyRulesFilter(mangle, forward string) string {
 	return `*mangle
 :PREROUTING ACCEPT [0:0]
 :INPUT ACCEPT [0:0]
@@ -38,7 +41,7 @@ COMMIT
 :FORWARD ACCEPT [0:0]
 :OUTPUT ACCEPT [0:0]
 -A INPUT ! -p icmp -j DROP
-COMMIT
+` + forward + `COMMIT
 `
 }
 
@@ -50,6 +53,7 @@ type policyCase struct {
 	ip      []string
 	sysctls []string // KEY=VALUE
 	mangle  string   // -A lines before the counting rules
+	forward string   // filter -A FORWARD lines
 	local   bool     // sent by the node (raw socket)
 	server  bool     // received on eth1 from the server side
 	proto   string   // udp (default) or tcp
@@ -106,6 +110,13 @@ var policyCases = []policyCase{
 	{name: "prohibit rule", ip: []string{mainViaEth1, "rule add to 203.0.113.0/24 prohibit"}, want: "dropped"},
 	{name: "throw route", ip: []string{mainViaEth1, t100ViaEth0, "route add throw 203.0.113.0/24 table 100", "rule add lookup 100"}, want: "eth1"},
 	{name: "blackhole route", ip: []string{mainViaEth1, "route add blackhole 203.0.113.0/24 table 100", "rule add lookup 100"}, want: "dropped"},
+	{name: "unreachable route", ip: []string{mainViaEth1, "route add unreachable 203.0.113.0/24 table 100", "rule add lookup 100"}, want: "dropped"},
+	{name: "no route in main", ip: []string{"route add default via 192.168.10.2 dev eth0 table 100"}, want: "dropped"},
+	// A REJECT reply is routed with mark 0: the mark that steered the
+	// rejected packet does not steer its answer.
+	{name: "REJECT reply ignores the mark", ip: []string{mainViaEth1, "route add 192.168.10.0/24 via 10.244.1.5 dev eth1 table 100",
+		"rule add fwmark 7 lookup 100"}, mangle: "-A PREROUTING -j MARK --set-mark 7\n",
+		forward: "-A FORWARD -p udp -j REJECT\n", want: "dropped"},
 	{name: "prohibit route", ip: []string{mainViaEth1, "route add prohibit 203.0.113.0/24 table 100", "rule add lookup 100"}, want: "dropped"},
 	// A local route of one's own makes the kernel check every source with
 	// a full lookup: the way back to the client is that local route, so
@@ -197,7 +208,7 @@ func TestKernelPolicyRouting(t *testing.T) {
 	for _, tc := range policyCases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.defaults()
-			require.NoError(t, lab.Reset(policyRules(tc.mangle)))
+			require.NoError(t, lab.Reset(policyRulesFilter(tc.mangle, tc.forward)))
 			for _, c := range tc.ip {
 				require.NoError(t, ipExec(c))
 			}
@@ -242,7 +253,14 @@ func TestKernelPolicyRouting(t *testing.T) {
 			if in, ok := kc.Rule("mangle", "INPUT", 1); ok && in.Packets > 0 {
 				kernel = "local"
 			}
-			t.Logf("kernel: %s (sendto %v); counters %s", kernel, sendErr, strings.Join(kc.NonZero(), ", "))
+			// The ICMP error the routing decision sends back, if any.
+			kernelICMP := ""
+			for _, c := range append(obs.Client, obs.Server...) {
+				if c.Summary.Proto == 1 && c.Summary.Inner != nil {
+					kernelICMP = fmt.Sprintf("%s %d/%d from %s", c.Side, c.Summary.ICMPType, c.Summary.ICMPCode, c.Summary.Src)
+				}
+			}
+			t.Logf("kernel: %s (sendto %v); icmp %q; counters %s", kernel, sendErr, kernelICMP, strings.Join(kc.NonZero(), ", "))
 			assert.Equal(t, tc.want, kernel, "the kernel's outcome (the case's expectation)")
 
 			// packetwalk, through the command's own node input.
@@ -268,7 +286,7 @@ func TestKernelPolicyRouting(t *testing.T) {
 				fs := flag.NewFlagSet("test", flag.ContinueOnError)
 				ni.register(fs)
 				require.NoError(t, fs.Parse(args))
-				nd, err = ni.build(strings.NewReader(policyRules(tc.mangle)))
+				nd, err = ni.build(strings.NewReader(policyRulesFilter(tc.mangle, tc.forward)))
 				require.NoError(t, err)
 			} else {
 				nd = policyNodeWithoutMain(t, tc)
@@ -304,6 +322,16 @@ func TestKernelPolicyRouting(t *testing.T) {
 			}
 			t.Logf("packetwalk: %s %s %q", res.Disposition, res.Verdict, res.Reason)
 			if !assert.Equal(t, kernel, model, "where the packet went: kernel (want) vs packetwalk") {
+				divergences++
+			}
+			modelICMP := ""
+			for _, e := range res.Emitted {
+				if e.Proto == inet.ICMP {
+					side := map[string]string{"eth0": "client", "eth1": "server"}[e.Out]
+					modelICMP = fmt.Sprintf("%s %d/%d from %s", side, e.ICMPType, e.ICMPCode, e.Src)
+				}
+			}
+			if !assert.Equal(t, kernelICMP, modelICMP, "ICMP error sent back: kernel (want) vs packetwalk") {
 				divergences++
 			}
 			if tc.local {
@@ -360,7 +388,7 @@ func policyNodeWithoutMain(t *testing.T, tc policyCase) *node {
 		}
 	}
 	require.NoError(t, fs.Parse(args))
-	nd, err := ni.build(strings.NewReader(policyRules(tc.mangle)))
+	nd, err := ni.build(strings.NewReader(policyRulesFilter(tc.mangle, tc.forward)))
 	require.NoError(t, err)
 	var keep []netfilter.RouteRule
 	for _, r := range nd.host.Rules(netfilter.IPv4) {
