@@ -14,12 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// policyRules counts every non-ICMP packet at each hook and output
+// policyRulesFilter counts every non-ICMP packet at each hook and output
 // interface, after the case's own mangle rules (MARK). filter INPUT drops
-// what is delivered, so the node's stack stays silent.
-func policyRules(mangle string) string { return policyRulesFilter(mangle, "") }
-
-// policyRulesFilter is policyRules with the case's filter FORWARD rules.
+// what is delivered, so the node's stack stays silent; forward holds the
+// case's filter FORWARD rules.
 func policyRulesFilter(mangle, forward string) string {
 	return `*mangle
 :PREROUTING ACCEPT [0:0]
