@@ -180,7 +180,9 @@ func Example_snapshot() {
 	// ip6tables-save -c > ip6tables-save
 	// ipset save > ipset-save
 	// ip -j addr > ip-addr.json
-	// ip -j route > ip-route.json
+	// ip -j route show table all > ip-route.json
+	// ip -j rule > ip-rule.json
+	// ip -6 -j rule > ip6-rule.json
 	// conntrack -L > conntrack
 }
 
