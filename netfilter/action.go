@@ -83,7 +83,8 @@ const (
 	// answered with an ICMP time exceeded (Result.Emitted).
 	ReasonTTLExceeded
 	// ReasonMartianSource: "martian source", a 127.0.0.0/8 source received
-	// off lo with route_localnet=0.
+	// off lo with route_localnet=0, or one of the host's addresses as
+	// source off lo without accept_local.
 	ReasonMartianSource
 	// ReasonMartianDestination: "martian destination", the same for a
 	// 127.0.0.0/8 destination.
@@ -116,6 +117,13 @@ const (
 	// ReasonNoBridgePort: "no bridge port", a bridged frame to a
 	// neighbour no port of the bridge leads to (Host.ReceiveBridged).
 	ReasonNoBridgePort
+	// ReasonNetUnreachable: "network unreachable", a routing rule of
+	// action unreachable (an unreachable route is ReasonUnreachable).
+	ReasonNetUnreachable
+	// ReasonReversePath: "reverse path filter", dropped by rp_filter
+	// (HostConfig.RPFilter): the route back to the source fails the
+	// check.
+	ReasonReversePath
 )
 
 var reasonNames = [...]string{
@@ -139,6 +147,8 @@ var reasonNames = [...]string{
 	ReasonTooManyFragments:     "too many fragments queued: dropped",
 	ReasonRefused:              "refused",
 	ReasonNoBridgePort:         "no bridge port",
+	ReasonNetUnreachable:       "network unreachable",
+	ReasonReversePath:          "reverse path filter",
 }
 
 // String returns the reason's text ("TTL exceeded", "martian source"...),

@@ -131,21 +131,18 @@ func (h *Host) walkBridged(w *walk, in BridgeIn) {
 	next := in.Next
 	if p.Dst != dst {
 		// DNAT: the frame is routed again (br_nf_pre_routing_finish).
-		out := h.route(p.Dst)
-		if out != nil && out.Type == RouteLocal {
+		k := inputFlow(p)
+		d := h.decide(w, &k, Prerouting, false)
+		out := d.r
+		if d.reason == NoReason && out.Type == RouteLocal {
 			if !h.runHook(w, Input) {
 				return
 			}
 			res.Disposition = Delivered
 			return
 		}
-		if reason := routeFailure(out); reason != NoReason {
-			res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-			w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
-			return
-		}
-		if out.Iface != in.Bridge {
-			h.forwardRouted(w, out)
+		if d.reason != NoReason || out.Iface != in.Bridge {
+			h.forwardRouted(w, d)
 			return
 		}
 		next = p.Dst
@@ -163,40 +160,6 @@ func (h *Host) walkBridged(w *walk, in BridgeIn) {
 		return
 	}
 	p.Out, p.PhysOut = in.Bridge, port
-	if !h.runHook(w, Forward) {
-		return
-	}
-	if !h.runHook(w, Postrouting) {
-		return
-	}
-	res.Disposition = Forwarded
-}
-
-// forwardRouted forwards a received packet out the route out: the
-// forwarding checks, FORWARD and POSTROUTING.
-func (h *Host) forwardRouted(w *walk, out *Route) {
-	p, res := w.pkt, w.res
-	reason := NoReason
-	switch {
-	case h.cfg.NoForwarding:
-		reason = ReasonForwardingDisabled
-	case p.TTL <= 1:
-		reason = ReasonTTLExceeded
-	}
-	if reason != NoReason {
-		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
-		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
-		if reason == ReasonTTLExceeded {
-			if e, ok := h.timeExceededReply(p); ok {
-				if out, ok := h.sendEmitted(w, e); ok {
-					res.Emitted = append(res.Emitted, out)
-				}
-			}
-		}
-		return
-	}
-	p.Out = out.Iface
-	p.TTL--
 	if !h.runHook(w, Forward) {
 		return
 	}

@@ -37,15 +37,19 @@
 // [Host.SendTo] all end in Host.walk (hooks.go), which resets the walk's
 // per-packet state and calls Host.walkHooks:
 //
-//   - Received: PREROUTING, then the routing decision (Host.martian for
-//     route_localnet, Host.route in route.go, whose IPv4 table is compiled
-//     to integer prefixes), then INPUT (delivered) or, after the TTL check,
+//   - Received: PREROUTING, then the input routing decision (Host.martian
+//     for route_localnet; Host.lookup in rules.go, the routing rules and
+//     tables with the packet's mark at that moment; with only the default
+//     rules the IPv4 tables compiled to integer prefixes, route.go;
+//     Host.validSource for rp_filter and accept_local; a failure answered
+//     with ICMP unreachable), then INPUT (delivered) or, after the TTL check,
 //     FORWARD and POSTROUTING (forwarded). A packet failing the TTL check
 //     is answered with an ICMP time exceeded (Host.timeExceededReply in
 //     reject.go), sent like REJECT's replies.
 //   - Sent: routing first (the source address is chosen by Host.sourceFor
-//     when unset), OUTPUT, a second route lookup (DNAT or a mark may change
-//     it), POSTROUTING; a packet to a local address then comes back in
+//     when unset), OUTPUT, where the packet is routed again after mangle
+//     when its mark, addresses or TOS changed and after nat when DNAT
+//     changed its destination (Host.rerouteAfter), POSTROUTING; a packet to a local address then comes back in
 //     through lo, PREROUTING and INPUT, keeping its connection.
 //
 // At each hook, Host.runHook runs what is registered there in the kernel's

@@ -88,7 +88,7 @@ func (h *Host) runHook(w *walk, hk Hook) bool {
 			related := w.cur.State == conntrack.StateRelated && conntrack.IsICMPError(p.Proto, p.ICMPType)
 			if related || !w.natApplies(hk) {
 				w.translate(hk)
-				if hk == Output && !h.rerouteLocalnet(w) {
+				if hk == Output && !h.rerouteAfter(w, NAT) {
 					return false
 				}
 				continue
@@ -96,6 +96,9 @@ func (h *Host) runHook(w *walk, hk Hook) bool {
 		}
 		if t == nil || t.entry[hk] < 0 {
 			continue
+		}
+		if id == Mangle && hk == Output {
+			w.keys = rerouteKeysOf(p)
 		}
 		if t.empty[hk] && id != NAT && !w.tracing {
 			// An empty built-in chain (mangle on most nodes): only its
@@ -140,29 +143,181 @@ func (h *Host) runHook(w *walk, hk Hook) bool {
 			}
 			return false
 		}
-		if id == NAT && hk == Output && !h.rerouteLocalnet(w) {
+		if (id == NAT || id == Mangle) && hk == Output && !h.rerouteAfter(w, id) {
 			return false
 		}
 	}
 	return true
 }
 
-// rerouteLocalnet is the reroute that follows nat OUTPUT
-// (nf_nat_ipv4_local_fn, ip_route_me_harder): with route_localnet=0 a
-// 127.0.0.0/8 source may not leave through another device than lo, so a
-// localhost NodePort DNATed to a pod is dropped here, before filter OUTPUT
-// (the sender's sendto fails with EINVAL). It reports whether the packet
+// rerouteKeys are what mangle OUTPUT compares before and after its
+// chains to decide whether a local packet is routed again.
+type rerouteKeys struct {
+	src, dst netip.Addr
+	mark     uint32
+	tos, ttl uint8
+}
+
+func rerouteKeysOf(p *Packet) rerouteKeys {
+	return rerouteKeys{src: p.Src, dst: p.Dst, mark: p.Mark, tos: p.TOS, ttl: p.TTL}
+}
+
+// rerouteAfter is the reroute of a local packet that follows mangle
+// OUTPUT when its addresses, mark or TOS changed (ipt_mangle_out; for
+// IPv6 also the hop limit), and nat OUTPUT when its destination changed
+// (nf_nat_ipv4_local_fn): ip_route_me_harder, a lookup with the packet's
+// addresses and mark as they are now. A failed lookup drops the packet
+// (the sender's call fails). With route_localnet=0 a 127.0.0.0/8
+// source may not leave through another device than lo, so a localhost
+// NodePort DNATed to a pod is dropped here, before filter OUTPUT (the
+// sender's sendto fails with EINVAL). It reports whether the packet
 // survives.
-func (h *Host) rerouteLocalnet(w *walk) bool {
+func (h *Host) rerouteAfter(w *walk, id TableID) bool {
 	p, res := w.pkt, w.res
-	if !h.localnetRefused(p.Src) {
+	if !w.hasOut {
 		return true
 	}
-	if r := h.route(p.Dst); r != nil && r.Type == RouteLocal {
+	now := rerouteKeysOf(p)
+	switch {
+	case id == Mangle && (now.src != w.keys.src || now.dst != w.keys.dst || now.mark != w.keys.mark || now.tos != w.keys.tos ||
+		p.Family == IPv6 && now.ttl != w.keys.ttl):
+	case id == NAT && p.Dst != w.outDst:
+	default:
 		return true
 	}
-	res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reasonInvalidSource
-	w.where = place{hook: Output, table: NAT, action: Action{Kind: ActionRoute}}
+	k := localFlow(p, true)
+	d := h.decide(w, &k, Output, true)
+	if w.tracing {
+		w.routes[len(w.routes)-1].After = id
+	}
+	reason := d.reason
+	if reason == NoReason && d.r.Type != RouteLocal && h.localnetRefused(p.Src, d.r.Iface) {
+		reason = reasonInvalidSource
+	}
+	if reason != NoReason {
+		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
+		w.where = place{hook: Output, table: id, action: Action{Kind: ActionRoute}}
+		return false
+	}
+	w.out, w.outDst = d, p.Dst
+	p.Out = d.r.Iface
+	return true
+}
+
+// decide makes a route lookup for the packet of w, recording it when
+// the walk is traced.
+func (h *Host) decide(w *walk, k *flow, hk Hook, reroute bool) decision {
+	d := h.lookup(k)
+	if w.tracing {
+		c := RouteChoice{Hook: hk, Reroute: reroute, Rule: int(d.rule), Table: d.table, Dst: d.dst, Reason: d.reason}
+		if d.r != nil {
+			c.Dev, c.Via, c.Type = d.r.Iface, d.r.Gateway, d.r.Type
+		}
+		w.routes = append(w.routes, c)
+	}
+	return d
+}
+
+// inputFlow is the lookup of the input routing decision for a received
+// packet (ip_route_input_slow): uid 0, the receiving interface.
+func inputFlow(p *Packet) flow {
+	return flow{dst: p.Dst, src: p.Src, mark: p.Mark, iif: p.In, tos: p.TOS, proto: uint8(p.Proto), sport: p.SrcPort, dport: p.DstPort}
+}
+
+// localFlow is the lookup for a locally generated packet: from lo, with
+// the socket's uid; the source only when known (withSrc: the socket was
+// bound to it, or the reroute, which reads the header).
+func localFlow(p *Packet, withSrc bool) flow {
+	k := flow{dst: p.Dst, mark: p.Mark, iif: "lo", tos: p.TOS, proto: uint8(p.Proto), sport: p.SrcPort, dport: p.DstPort, uid: p.UID}
+	if withSrc {
+		k.src = p.Src
+	}
+	return k
+}
+
+// validSource is the reverse-path check of the input routing decision
+// (fib_validate_source) for a packet received on p.In that is delivered
+// locally (oif "") or forwarded out of oif. It returns why the packet is
+// dropped, or NoReason. IPv4 only: IPv6 has no rp_filter.
+func (h *Host) validSource(p *Packet, oif string) Reason {
+	if p.Family != IPv4 || p.In == "lo" {
+		return NoReason
+	}
+	dc := h.cfg.Devices[p.In]
+	rpf := max(h.cfg.RPFilter, dc.RPFilter)
+	acceptLocal := h.cfg.AcceptLocal || dc.AcceptLocal
+	if rpf == 0 {
+		if acceptLocal {
+			return NoReason
+		}
+		if !h.customRouting() {
+			// Without policy routing the kernel only refuses the host's
+			// own addresses as source.
+			if h.hasIfaceAddr(p.Src) {
+				return ReasonMartianSource
+			}
+			return NoReason
+		}
+	}
+	// The lookup back: from the forward route's device (lo when
+	// delivered), with the mark only under src_valid_mark.
+	k := flow{dst: p.Src, src: p.Dst, iif: oif, tos: p.TOS, proto: uint8(p.Proto), sport: p.DstPort, dport: p.SrcPort}
+	if k.iif == "" {
+		k.iif = "lo"
+	}
+	if h.cfg.SrcValidMark || dc.SrcValidMark {
+		k.mark = p.Mark
+	}
+	d := h.lookup(&k)
+	if d.r == nil {
+		if rpf != 0 {
+			return ReasonReversePath
+		}
+		return NoReason
+	}
+	switch d.r.Type {
+	case RouteUnicast:
+	case RouteLocal:
+		if !acceptLocal {
+			return ReasonMartianSource
+		}
+	default:
+		return ReasonReversePath // a blackhole, unreachable or prohibit route back fails even loose mode
+	}
+	if d.r.Iface == p.In || rpf != 1 || d.r.Type == RouteLocal && h.ifaceHolds(p.In, p.Src) {
+		return NoReason
+	}
+	return ReasonReversePath
+}
+
+// hasIfaceAddr reports whether a is assigned to an interface (lo has
+// 127.0.0.1), as inet_lookup_ifaddr_rcu finds it.
+func (h *Host) hasIfaceAddr(a netip.Addr) bool {
+	if a == netip.AddrFrom4([4]byte{127, 0, 0, 1}) {
+		return true
+	}
+	for _, i := range h.ifaces {
+		for _, p := range i.Addrs {
+			if p.Addr() == a {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// customRouting reports whether the host has IPv4 routing rules of its
+// own or local routes added by hand, which make the kernel check the
+// source of every received packet with a full lookup.
+func (h *Host) customRouting() bool {
+	if h.rpdb[0] != nil {
+		return true
+	}
+	for i := range h.routes {
+		if r := &h.routes[i]; r.Type == RouteLocal && r.Dst.Addr().Is4() {
+			return true
+		}
+	}
 	return false
 }
 
@@ -174,9 +329,10 @@ const (
 )
 
 // localnetRefused reports whether a is in 127.0.0.0/8 while
-// route_localnet is 0, so that it is routed only on the loopback device.
-func (h *Host) localnetRefused(a netip.Addr) bool {
-	return h.cfg.NoRouteLocalnet && a.Is4() && a.As4()[0] == 127
+// route_localnet is 0 for device dev (and for all), so that it is routed
+// only on the loopback device.
+func (h *Host) localnetRefused(a netip.Addr, dev string) bool {
+	return h.cfg.NoRouteLocalnet && a.Is4() && a.As4()[0] == 127 && !h.cfg.Devices[dev].RouteLocalnet
 }
 
 // martian names why the input routing decision (ip_route_input_slow)
@@ -186,9 +342,9 @@ func (h *Host) localnetRefused(a netip.Addr) bool {
 func (h *Host) martian(p *Packet) Reason {
 	switch {
 	case p.In == "lo":
-	case h.localnetRefused(p.Dst):
+	case h.localnetRefused(p.Dst, p.In):
 		return reasonMartianDest
-	case h.localnetRefused(p.Src):
+	case h.localnetRefused(p.Src, p.In):
 		return reasonMartianSource
 	}
 	return NoReason
@@ -277,6 +433,7 @@ func (h *Host) walk(w *walk, local bool) {
 	w.where = place{}
 	// Explain's outcomes list their paths' steps whatever Tracing says.
 	w.cur, w.notrack, w.loopback, w.attached, w.tracing = conntrack.Info{}, false, false, false, h.Tracing || h.explaining
+	w.routes, w.hasOut = w.routes[:0], false
 	res := w.res
 	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, NoReason, nil, nil, nil
 	res.Emitted = res.Emitted[:0]
@@ -290,8 +447,10 @@ func (h *Host) walk(w *walk, local bool) {
 	if e := w.cur.Entry; e != nil && e.Confirmed() {
 		res.Conn = e
 	}
+	res.Routes = nil
 	if w.tracing {
 		res.Trace = h.traceCopy(w.trace)
+		res.Routes = append([]RouteChoice(nil), w.routes...)
 	}
 	if len(res.Emitted) == 0 {
 		res.Emitted = nil
@@ -311,9 +470,10 @@ func (h *Host) traceCopy(t []Step) []Step {
 func (h *Host) walkHooks(w *walk, local bool) {
 	p, res := w.pkt, w.res
 	if local {
-		out := h.route(p.Dst)
-		reason := routeFailure(out)
-		if reason == NoReason && out.Type != RouteLocal && h.localnetRefused(p.Src) {
+		k := localFlow(p, p.Src.IsValid())
+		d := h.decide(w, &k, Output, false)
+		reason := d.reason
+		if reason == NoReason && d.r.Type != RouteLocal && h.localnetRefused(p.Src, d.r.Iface) {
 			reason = reasonInvalidSource // a socket bound to 127.0.0.1 cannot reach off the host
 		}
 		if reason != NoReason {
@@ -321,20 +481,18 @@ func (h *Host) walkHooks(w *walk, local bool) {
 			w.where = place{hook: Output, action: Action{Kind: ActionRoute}}
 			return
 		}
-		p.Out = out.Iface
+		p.Out = d.r.Iface
 		if !p.Src.IsValid() {
-			p.Src = h.sourceFor(out, p.Dst)
+			p.Src = h.sourceFor(d.r, p.Dst)
 		}
+		w.out, w.outDst, w.hasOut = d, p.Dst, true
 		if !h.runHook(w, Output) {
 			return
-		}
-		if out2 := h.route(p.Dst); out2 != nil {
-			p.Out = out2.Iface // DNAT or a mark may have changed the route
 		}
 		if !h.runHook(w, Postrouting) {
 			return
 		}
-		if h.isLocal(p.Dst) {
+		if w.out.r.Type == RouteLocal {
 			// Through the loopback device and back in: PREROUTING and
 			// INPUT on "lo". The packet keeps its connection, so conntrack
 			// does not look it up again and nat does not run again.
@@ -357,20 +515,76 @@ func (h *Host) walkHooks(w *walk, local bool) {
 		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
 	}
-	out := h.route(p.Dst)
-	if out != nil && out.Type == RouteLocal {
+	k := inputFlow(p)
+	d := h.decide(w, &k, Prerouting, false)
+	out := d.r
+	if d.reason == NoReason && out.Type == RouteLocal {
+		if reason := h.validSource(p, ""); reason != NoReason {
+			res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
+			w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
+			return
+		}
 		if !h.runHook(w, Input) {
 			return
 		}
 		res.Disposition = Delivered
 		return
 	}
-	if reason := routeFailure(out); reason != NoReason {
+	h.forwardRouted(w, d)
+}
+
+// forwardRouted forwards a received packet the input routing decision d
+// did not deliver locally: the forwarding checks (per-device forwarding,
+// rp_filter, TTL), then FORWARD and POSTROUTING. Bridged frames whose
+// destination nat PREROUTING changed come here too (bridge.go).
+func (h *Host) forwardRouted(w *walk, d decision) {
+	p, res := w.pkt, w.res
+	out := d.r
+	reason := d.reason
+	forwarding := !h.cfg.NoForwarding && !h.cfg.Devices[p.In].NoForwarding
+	switch {
+	case reason != NoReason && !forwarding:
+		reason = ReasonForwardingDisabled // and no ICMP error (ip_error)
+	case reason != NoReason:
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
 		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
+		if e, ok := h.unreachableReply(p, reason); ok {
+			if out, ok := h.sendEmitted(w, e); ok {
+				res.Emitted = append(res.Emitted, out)
+			}
+		}
+		return
+	case !forwarding:
+		reason = ReasonForwardingDisabled
+	default:
+		reason = h.validSource(p, out.Iface)
+	}
+	if reason == NoReason && p.TTL <= 1 {
+		reason = ReasonTTLExceeded
+	}
+	if reason != NoReason {
+		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
+		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
+		if reason == ReasonTTLExceeded {
+			// ip_forward and ip6_forward answer with an ICMP time
+			// exceeded, sent like REJECT's replies (icmp_send).
+			if e, ok := h.timeExceededReply(p); ok {
+				if out, ok := h.sendEmitted(w, e); ok {
+					res.Emitted = append(res.Emitted, out)
+				}
+			}
+		}
 		return
 	}
-	h.forwardRouted(w, out)
+	p.Out = out.Iface
+	p.TTL--
+	if !h.runHook(w, Forward) {
+		return
+	}
+	if !h.runHook(w, Postrouting) {
+		return
+	}
+	res.Disposition = Forwarded
 }
 
 // sendEmitted sends a packet netfilter generated while walking w (a REJECT
@@ -382,15 +596,20 @@ func (h *Host) walkHooks(w *walk, local bool) {
 // false when a rule dropped it or no route leads back. The packet walks
 // in a walk of its own, so w is left as it was.
 func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
-	out := h.route(r.Dst)
-	if routeFailure(out) != NoReason {
+	// The reply's lookup has mark 0 (fwmark_reflect is off) and no
+	// socket; its source is already chosen.
+	r.Mark = 0
+	k := localFlow(&r, true)
+	k.uid = 0
+	d := h.lookup(&k)
+	if d.reason != NoReason {
 		return Packet{}, false
 	}
 	g := h.beginWalk(nil)
 	defer h.endWalk()
 	p := g.pkt
 	*p = r
-	p.In, p.Out = "", out.Iface
+	p.In, p.Out = "", d.r.Iface
 	// The reply is a new local packet, even when the packet it answers
 	// came in through lo: without a connection to attach to, conntrack
 	// looks it up in OUTPUT. It inherits the offending packet's notrack.
@@ -398,6 +617,7 @@ func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	// nftrace); neither does the walk.
 	g.cur, g.notrack, g.loopback, g.attached, g.tracing = conntrack.Info{}, w.notrack, false, false, false
 	g.trace, g.where = g.trace[:0], place{}
+	g.routes, g.out, g.outDst, g.hasOut = g.routes[:0], d, p.Dst, true
 	if e := w.cur.Entry; e != nil {
 		dir := conntrack.Reply
 		if w.cur.Dir == conntrack.Reply {
@@ -412,13 +632,10 @@ func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	if !h.runHook(g, Output) {
 		return Packet{}, false
 	}
-	if out2 := h.route(p.Dst); out2 != nil {
-		p.Out = out2.Iface
-	}
 	if !h.runHook(g, Postrouting) {
 		return Packet{}, false
 	}
-	if out.Type == RouteLocal {
+	if g.out.r.Type == RouteLocal {
 		// The reply to a packet the host sent itself comes back in
 		// through lo, keeping its connection, as any local packet to a
 		// local address does (docs/kernel-notes.md).

@@ -69,6 +69,37 @@ type HostConfig struct {
 	// settimeofday) in minutes west of Greenwich, which -m time
 	// --kerneltz reads. The zero value is UTC, the kernel's default.
 	KernelTZMinutesWest int
+	// RPFilter is net.ipv4.conf.all.rp_filter: 0 (the zero value, the
+	// kernel default) no reverse-path check, 1 strict (the route back to
+	// the source must leave through the receiving interface), 2 loose
+	// (some unicast route back must exist). A device's own value counts
+	// when higher (DeviceConfig.RPFilter). IPv4 only, as in the kernel.
+	RPFilter int
+	// SrcValidMark is net.ipv4.conf.all.src_valid_mark: the reverse-path
+	// lookup sees the packet's mark (else mark 0).
+	SrcValidMark bool
+	// AcceptLocal is net.ipv4.conf.all.accept_local: a packet received on
+	// a device other than lo with one of the host's addresses as source is
+	// accepted rather than dropped as a martian.
+	AcceptLocal bool
+	// Devices holds per-device IPv4 settings (net.ipv4.conf.DEV.*), by
+	// interface name, combined with the "all" settings above as the
+	// kernel combines them (see DeviceConfig).
+	Devices map[string]DeviceConfig
+}
+
+// DeviceConfig holds the per-device IPv4 settings of one interface.
+type DeviceConfig struct {
+	// RPFilter is conf.DEV.rp_filter; the higher of it and
+	// HostConfig.RPFilter applies to packets received on the device.
+	RPFilter int
+	// SrcValidMark, AcceptLocal and RouteLocalnet are conf.DEV.*; each
+	// is on when either the device's or the "all" value is.
+	SrcValidMark, AcceptLocal, RouteLocalnet bool
+	// NoForwarding is conf.DEV.forwarding=0: packets received on the
+	// device are not forwarded (the kernel reads the receiving device's
+	// value; writing net.ipv4.ip_forward sets every device's).
+	NoForwarding bool
 }
 
 // Interface is a network interface of the host with its addresses.
@@ -94,9 +125,23 @@ const (
 	RouteBlackhole
 	RouteUnreachable
 	RouteProhibit
+	// RouteThrow ends the lookup in its table: the rule lookup goes on
+	// with the next rule, as if the table had no route.
+	RouteThrow
 )
 
-// Route is an entry of the host's routing table.
+var routeTypeNames = [...]string{RouteUnicast: "unicast", RouteLocal: "local", RouteBroadcast: "broadcast",
+	RouteBlackhole: "blackhole", RouteUnreachable: "unreachable", RouteProhibit: "prohibit", RouteThrow: "throw"}
+
+// String returns the type as ip route prints it.
+func (t RouteType) String() string {
+	if int(t) < len(routeTypeNames) {
+		return routeTypeNames[t]
+	}
+	return "RouteType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Route is an entry of one of the host's routing tables.
 type Route struct {
 	Dst     netip.Prefix
 	Iface   string
@@ -105,6 +150,18 @@ type Route struct {
 	// MTU is the route's mtu attribute ("ip route ... mtu N"); 0 means the
 	// device's.
 	MTU int
+	// Table is the routing table (TableMain, TableLocal, TableDefault or
+	// any other number up to 2^32-1). 0 means what ip route add takes
+	// without "table": local for a local or broadcast route, else main.
+	// AddRoute stores the table it chose.
+	Table uint32
+	// Src is the preferred source address ("src ADDR"), which a local
+	// packet sent without a bound address takes; unset means the
+	// output device's address (see Host.Send).
+	Src netip.Addr
+	// Metric is the route's priority ("metric N"): of two routes to the
+	// same prefix in a table, the lower metric wins.
+	Metric uint32
 }
 
 // Host is a simulated Linux host: interfaces, routes, a ruleset per family
@@ -156,6 +213,9 @@ type Host struct {
 	// loRoute is what route returns for the host's own addresses.
 	loRoute Route
 	fib     fib
+	// rpdb holds each family's routing rules (rules.go); nil means the
+	// kernel's default rules.
+	rpdb [2][]RouteRule
 }
 
 // NewHost returns a host with no interfaces, no routes and empty rulesets.
@@ -233,7 +293,7 @@ func (h *Host) AddInterface(name string, addrs ...netip.Prefix) error {
 	h.fib.valid = false
 	for _, a := range addrs {
 		if a.Bits() < a.Addr().BitLen() {
-			h.routes = append(h.routes, Route{Dst: a.Masked(), Iface: name})
+			h.routes = append(h.routes, Route{Dst: a.Masked(), Iface: name, Table: TableMain})
 		}
 	}
 	return nil
@@ -261,7 +321,7 @@ func (h *Host) AddAddress(iface string, addr netip.Prefix) error {
 	i.Addrs = append(i.Addrs, addr)
 	h.fib.valid = false
 	if addr.Bits() < addr.Addr().BitLen() {
-		h.routes = append(h.routes, Route{Dst: addr.Masked(), Iface: iface})
+		h.routes = append(h.routes, Route{Dst: addr.Masked(), Iface: iface, Table: TableMain})
 	}
 	return nil
 }
@@ -293,18 +353,41 @@ func (h *Host) unknownIface(name string) error {
 	return &PacketError{Field: "In", Text: text, Err: ErrUnknownInterface}
 }
 
-// AddRoute adds a route.
+// AddRoute adds a route to its table (Route.Table). A unicast route
+// needs one of the host's interfaces; a gateway or preferred source must
+// be of the destination's family.
 func (h *Host) AddRoute(r Route) error {
 	if !r.Dst.IsValid() {
 		return fmt.Errorf("%w: route without destination", ErrBadValue)
 	}
-	if r.Type == RouteUnicast && h.Interface(r.Iface) == nil {
+	if r.Type > RouteThrow {
+		return fmt.Errorf("%w: route %s of unknown type %d", ErrBadValue, r.Dst, r.Type)
+	}
+	if r.Type == RouteUnicast && h.Interface(r.Iface) == nil && r.Iface != "lo" {
 		return fmt.Errorf("%w: route %s via unknown interface %q", ErrBadValue, r.Dst, r.Iface)
 	}
+	if r.Gateway.IsValid() && r.Gateway.Is4() != r.Dst.Addr().Is4() {
+		return fmt.Errorf("%w: route %s: gateway %s is of another family", ErrBadValue, r.Dst, r.Gateway)
+	}
+	if r.Src.IsValid() && r.Src.Is4() != r.Dst.Addr().Is4() {
+		return fmt.Errorf("%w: route %s: src %s is of another family", ErrBadValue, r.Dst, r.Src)
+	}
+	if r.Table == 0 {
+		r.Table = TableMain
+		if r.Type == RouteLocal || r.Type == RouteBroadcast {
+			r.Table = TableLocal // as ip route add chooses
+		}
+	}
+	r.Dst = r.Dst.Masked()
 	h.routes = append(h.routes, r)
 	h.fib.valid = false
 	return nil
 }
+
+// Routes returns a copy of the routes added to the host (by AddRoute and
+// as the connected routes of addresses), in the order added. The local
+// routes of the host's own addresses are implied, not listed.
+func (h *Host) Routes() []Route { return slices.Clone(h.routes) }
 
 // Ruleset returns a copy of the host's ruleset for family f, with the
 // counters as they are at the call. Changing the copy does not change the

@@ -10,8 +10,8 @@ import (
 // table says; a route to a local address counts only with AcceptLocal.
 // Packets from lo always match, as do packets from 0.0.0.0 to the limited
 // broadcast or a local multicast group (DHCP). Invert inverts the
-// result. ValidMark uses the packet's mark in the lookup, which changes
-// nothing here: packetwalk's routing has no rules by mark.
+// result. The lookup back goes through the host's routing rules from lo;
+// ValidMark gives it the packet's mark (else mark 0).
 type RPFilterMatch struct {
 	Loose, ValidMark, AcceptLocal, Invert bool
 }
@@ -82,7 +82,11 @@ func (m *RPFilterMatch) match(c *evalCtx) bool {
 	if p.Family == IPv6 && src == netip.IPv6Unspecified() {
 		return !m.Invert
 	}
-	r := c.host.route(src)
+	k := flow{dst: src, src: p.Dst, iif: "lo", tos: p.TOS}
+	if m.ValidMark {
+		k.mark = p.Mark
+	}
+	r := c.host.lookup(&k).r
 	ok := false
 	switch {
 	case r == nil:

@@ -123,6 +123,42 @@ func (h *Host) rejectReply(p *Packet, k rejectKind) (Packet, bool) {
 	return r, true
 }
 
+// unreachableReply is the ICMP destination unreachable the input routing
+// decision answers a packet it cannot route with (ip_error,
+// ip6_pkt_discard): net unreachable for no route or an unreachable rule,
+// host unreachable for an unreachable route, administratively
+// prohibited for a prohibit route or rule (IPv6: no route, or
+// administratively prohibited). A blackhole answers nothing, and neither
+// does a host that does not forward.
+func (h *Host) unreachableReply(p *Packet, reason Reason) (Packet, bool) {
+	var code uint8
+	switch reason {
+	case ReasonNoRoute, ReasonNetUnreachable:
+		code = 0
+	case ReasonUnreachable:
+		code = 1
+		if p.Family == IPv6 {
+			code = 0
+		}
+	case ReasonProhibited:
+		code = 13
+		if p.Family == IPv6 {
+			code = 1
+		}
+	default:
+		return Packet{}, false
+	}
+	r, ok := h.rejectReply(p, RejectICMPPortUnreachable)
+	if !ok {
+		return r, false
+	}
+	r.ICMPType, r.ICMPCode = 3, code
+	if p.Family == IPv6 {
+		r.ICMPType = 1
+	}
+	return r, true
+}
+
 // timeExceededReply is the ICMP error ip_forward and ip6_forward send back
 // for a packet whose TTL or hop limit would reach 0 (ICMP time exceeded,
 // type 11 code 0; ICMPv6 type 3 code 0). It is built like REJECT's ICMP

@@ -1,6 +1,10 @@
 package netfilter
 
-import "github.com/packetwalk/packetwalk/conntrack"
+import (
+	"net/netip"
+
+	"github.com/packetwalk/packetwalk/conntrack"
+)
 
 // Verdict is the fate netfilter gave a packet.
 type Verdict uint8
@@ -87,6 +91,32 @@ type Step struct {
 	Placeholder bool
 }
 
+// RouteChoice is one routing decision: where it was made, the rule and
+// table that chose the route, and the route, or why the lookup failed.
+type RouteChoice struct {
+	// Hook is Prerouting for the input routing decision, Output for the
+	// output routing of a local packet; Reroute marks the lookup that
+	// follows mangle OUTPUT (a changed mark, address or TOS) or nat
+	// OUTPUT (a new destination).
+	Hook    Hook
+	Reroute bool
+	// After is the table after whose chains a reroute came (Mangle or
+	// NAT at OUTPUT).
+	After TableID
+	// Rule is the priority of the deciding rule, -1 when no rule
+	// decided (no route); Table the table the route was found in.
+	Rule  int
+	Table uint32
+	// Dst is the route's prefix (a host's own address as a full-length
+	// prefix), Dev its device, Via its gateway, Type its type.
+	Dst  netip.Prefix
+	Dev  string
+	Via  netip.Addr
+	Type RouteType
+	// Reason is why the lookup failed, NoReason when it found a route.
+	Reason Reason
+}
+
 // Result is what happened to one packet.
 type Result struct {
 	Verdict     Verdict
@@ -108,6 +138,11 @@ type Result struct {
 	Emitted []Packet
 	// Trace is every step, when the host's Tracing is on.
 	Trace []Step
+	// Routes are the routing decisions of the packet's walk in order,
+	// when the host's Tracing is on: the input routing of a received
+	// packet, or the output routing of a local one and its reroutes
+	// after mangle and nat OUTPUT.
+	Routes []RouteChoice
 	// Reason explains a drop outside the rules (see the Reason constants):
 	// the routing decision (ReasonNoRoute, ReasonBlackhole, ...,
 	// ReasonTTLExceeded; with HostConfig.NoRouteLocalnet

@@ -7,18 +7,22 @@ import (
 	"slices"
 )
 
-// fib is the host's IPv4 routing table compiled for lookups: addresses
-// and prefixes as integers, routes longest prefix first. It is rebuilt on
-// the first lookup after interfaces or routes change.
+// fib is the host's IPv4 routing with only the default rules, compiled
+// for lookups: addresses and prefixes as integers, the local and main
+// tables longest prefix first (then lowest metric). It is rebuilt on the
+// first lookup after interfaces or routes change.
 type fib struct {
 	valid bool
 	own   []uint32  // the interfaces' IPv4 addresses
-	local []prefix4 // IPv4 routes of type local
-	other []prefix4 // the other IPv4 routes, longest prefix first, then in the order added
+	local []prefix4 // the local table's IPv4 routes
+	main  []prefix4 // the main table's IPv4 routes
+	// deflt says the default table has IPv4 routes (looked up by a scan).
+	deflt bool
 }
 
 type prefix4 struct {
 	net, mask uint32
+	metric    uint32
 	route     int // index in Host.routes
 }
 
@@ -28,7 +32,7 @@ func addr4(a netip.Addr) uint32 {
 }
 
 func (f *fib) build(h *Host) {
-	f.own, f.local, f.other = f.own[:0], f.local[:0], f.other[:0]
+	f.own, f.local, f.main, f.deflt = f.own[:0], f.local[:0], f.main[:0], false
 	for _, i := range h.ifaces {
 		for _, p := range i.Addrs {
 			if a := p.Addr(); a.Is4() {
@@ -44,35 +48,65 @@ func (f *fib) build(h *Host) {
 		if bits := r.Dst.Bits(); bits < 32 {
 			mask = ^(^uint32(0) >> bits)
 		}
-		p := prefix4{net: addr4(r.Dst.Addr()) & mask, mask: mask, route: i}
-		if r.Type == RouteLocal {
+		p := prefix4{net: addr4(r.Dst.Addr()) & mask, mask: mask, metric: r.Metric, route: i}
+		switch r.Table {
+		case TableLocal:
 			f.local = append(f.local, p)
-		} else {
-			f.other = append(f.other, p)
+		case TableMain:
+			f.main = append(f.main, p)
+		case TableDefault:
+			f.deflt = true
 		}
 	}
-	slices.SortStableFunc(f.other, func(a, b prefix4) int { return cmp.Compare(b.mask, a.mask) })
+	order := func(a, b prefix4) int {
+		if c := cmp.Compare(b.mask, a.mask); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.metric, b.metric)
+	}
+	slices.SortStableFunc(f.local, order)
+	slices.SortStableFunc(f.main, order)
 	f.valid = true
 }
 
-// lookup4 is route for an IPv4 destination: local when the address is
-// the host's or any local route holds it, else the longest prefix.
-func (f *fib) lookup4(h *Host, dst netip.Addr) *Route {
+// lookup4 is lookup for an IPv4 destination under the default rules:
+// the local table (the host's addresses, 127.0.0.0/8, local routes),
+// then main, then default.
+func (f *fib) lookup4(h *Host, dst netip.Addr) decision {
 	d := addr4(dst)
 	if d>>24 == 127 || slices.Contains(f.own, d) {
-		return &h.loRoute
+		return decision{r: &h.loRoute, dst: netip.PrefixFrom(dst, 32), table: TableLocal}
 	}
 	for _, p := range f.local {
 		if d&p.mask == p.net {
-			return &h.loRoute
+			r := &h.routes[p.route]
+			out := decision{r: r, dst: r.Dst, table: TableLocal}
+			if r.Type == RouteLocal {
+				out.r = &h.loRoute
+			}
+			return finish(out)
 		}
 	}
-	for _, p := range f.other {
+	for _, p := range f.main {
 		if d&p.mask == p.net {
-			return &h.routes[p.route]
+			r := &h.routes[p.route]
+			if r.Type == RouteThrow {
+				break
+			}
+			out := decision{r: r, dst: r.Dst, rule: 32766, table: TableMain}
+			if r.Type == RouteLocal {
+				out.r = &h.loRoute
+			}
+			return finish(out)
 		}
 	}
-	return nil
+	if f.deflt {
+		if out := h.tableLookup(TableDefault, dst); out.r != nil && out.r.Type != RouteThrow {
+			out.rule = 32767
+			return finish(out)
+		}
+	}
+	return decision{rule: -1, reason: ReasonNoRoute}
 }
 
 // routeFailure names why a route lookup gives no way out, or NoReason.
@@ -90,22 +124,25 @@ func routeFailure(r *Route) Reason {
 	return NoReason
 }
 
-// route returns the longest-prefix route to dst, or nil: for the host's
-// own addresses the local route (through lo; its Dst is left unset). The
-// result is the host's and is read only. IPv4 destinations are looked up
-// in the compiled table (fib), since this runs for every packet.
+// route returns the route a lookup with nothing but the destination
+// finds (mark 0, from lo), or nil when it fails or finds no route: for
+// the host's own addresses the local route (through lo; its Dst is left
+// unset). The result is the host's and is read only.
 func (h *Host) route(dst netip.Addr) *Route {
-	if dst.Is4() {
-		if !h.fib.valid {
-			h.fib.build(h)
-		}
-		return h.fib.lookup4(h, dst)
+	d := h.lookup(&flow{dst: dst, iif: "lo"})
+	if d.r == nil && d.reason != ReasonNoRoute {
+		return &failRoutes[d.reason]
 	}
-	return h.routeScan(dst)
+	return d.r
 }
 
-// routeScan is route by a walk over the routes, for IPv6 (and the
-// reference the compiled IPv4 table is tested against).
+// failRoutes stand for the failures of rule actions where a *Route is
+// expected: a route of the type that fails the same way.
+var failRoutes = [...]Route{ReasonBlackhole: {Type: RouteBlackhole}, ReasonNetUnreachable: {Type: RouteUnreachable},
+	ReasonProhibited: {Type: RouteProhibit}, ReasonReversePath: {}}
+
+// routeScan is route by a walk over the main and local tables, the
+// reference the compiled IPv4 table is tested against.
 func (h *Host) routeScan(dst netip.Addr) *Route {
 	if h.isOwnAddr(dst) {
 		return &h.loRoute
@@ -115,11 +152,18 @@ func (h *Host) routeScan(dst netip.Addr) *Route {
 		r := &h.routes[i]
 		switch {
 		case !r.Dst.Contains(dst):
-		case r.Type == RouteLocal:
+		case r.Type == RouteLocal && r.Table == TableLocal:
 			return &h.loRoute
+		case r.Table != TableMain:
 		case best == nil || r.Dst.Bits() > best.Dst.Bits():
 			best = r
 		}
+	}
+	switch {
+	case best == nil || best.Type == RouteThrow:
+		return nil
+	case best.Type == RouteLocal:
+		return &h.loRoute
 	}
 	return best
 }
@@ -130,6 +174,9 @@ func (h *Host) routeScan(dst netip.Addr) *Route {
 func (h *Host) sourceFor(r *Route, dst netip.Addr) netip.Addr {
 	if r.Type == RouteLocal {
 		return dst
+	}
+	if r.Src.IsValid() {
+		return r.Src // the route's preferred source (ip route ... src)
 	}
 	// Like inet_select_addr: on the output device, the address whose
 	// subnet holds the next hop, else its first address of the family;

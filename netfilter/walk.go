@@ -1,6 +1,10 @@
 package netfilter
 
-import "github.com/packetwalk/packetwalk/conntrack"
+import (
+	"net/netip"
+
+	"github.com/packetwalk/packetwalk/conntrack"
+)
 
 // walk is one packet's way through the host: everything that lives only
 // while the packet walks, beside the Host's configuration, tables and
@@ -41,6 +45,14 @@ type walk struct {
 	trace   []Step
 	// where is the deciding place, turned into Result.Where at the end.
 	where place
+	// routes are the routing decisions, recorded when tracing.
+	routes []RouteChoice
+	// out is a local packet's output route (hasOut), chosen for
+	// destination outDst; keys are what mangle OUTPUT compares.
+	out    decision
+	outDst netip.Addr
+	hasOut bool
+	keys   rerouteKeys
 }
 
 // beginWalk returns a fresh walk writing its outcome into res, or into

@@ -60,20 +60,31 @@ type ipRouteJSON struct {
 	Gateway  string            `json:"gateway"`
 	Dev      string            `json:"dev"`
 	Table    string            `json:"table"`
+	Protocol string            `json:"protocol"`
+	Prefsrc  string            `json:"prefsrc"`
+	Metric   *uint32           `json:"metric"`
+	Pref     string            `json:"pref"` // only IPv6 routes have it
 	Nexthops []json.RawMessage `json:"nexthops"`
+	Metrics  []struct {
+		MTU *int `json:"mtu"`
+	} `json:"metrics"`
 }
 
 var routeTypes = map[string]netfilter.RouteType{
 	"": netfilter.RouteUnicast, "unicast": netfilter.RouteUnicast,
 	"local": netfilter.RouteLocal, "broadcast": netfilter.RouteBroadcast,
 	"blackhole": netfilter.RouteBlackhole, "unreachable": netfilter.RouteUnreachable,
-	"prohibit": netfilter.RouteProhibit,
+	"prohibit": netfilter.RouteProhibit, "throw": netfilter.RouteThrow,
 }
 
-// parseIPRouteJSON turns `ip -j route` (or `ip -6 -j route`) output into
-// routes. A "default" destination takes the family of its gateway, or
-// else of the other routes in the same output.
-func parseIPRouteJSON(data []byte) ([]netfilter.Route, error) {
+// parseIPRouteJSON turns `ip -j route` (or `ip -6 -j route`, or `ip -j
+// route show table all`, which lists both families) output into routes,
+// each in its table. A "default" destination is IPv6 when the entry has
+// IPv6's "pref" field or an IPv6 gateway or source, else takes the family
+// of the other routes in the same output. The local table's entries the
+// kernel made for the interfaces' addresses (protocol kernel) are left
+// out: the host derives them from the addresses.
+func parseIPRouteJSON(data []byte, names tableNames) ([]netfilter.Route, error) {
 	var entries []ipRouteJSON
 	if err := json.Unmarshal(data, &entries); err != nil {
 		return nil, jsonError(err)
@@ -88,17 +99,33 @@ func parseIPRouteJSON(data []byte) ([]netfilter.Route, error) {
 	out := make([]netfilter.Route, 0, len(entries))
 	for i, e := range entries {
 		where := fmt.Sprintf("entry %d (dst %q)", i+1, e.Dst)
+		table := netfilter.TableMain
+		if e.Table != "" {
+			t, err := names.lookup(e.Table)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", where, err)
+			}
+			table = t
+		}
+		if table == netfilter.TableLocal && e.Protocol == "kernel" {
+			continue // an address's local, broadcast, multicast or anycast entry
+		}
 		typ, ok := routeTypes[e.Type]
 		if !ok {
 			return nil, fmt.Errorf("%s: route type %q is not modelled", where, e.Type)
 		}
-		if e.Table != "" && e.Table != "main" && e.Table != "local" {
-			return nil, fmt.Errorf("%s: routing table %q is not modelled (policy routing)", where, e.Table)
-		}
 		if len(e.Nexthops) > 0 {
 			return nil, fmt.Errorf("%s: multipath routes (nexthops) are not modelled", where)
 		}
-		r := netfilter.Route{Iface: e.Dev, Type: typ}
+		r := netfilter.Route{Iface: e.Dev, Type: typ, Table: table}
+		if e.Metric != nil {
+			r.Metric = *e.Metric
+		}
+		for _, m := range e.Metrics {
+			if m.MTU != nil {
+				r.MTU = *m.MTU
+			}
+		}
 		if e.Gateway != "" {
 			gw, err := netip.ParseAddr(e.Gateway)
 			if err != nil {
@@ -106,8 +133,15 @@ func parseIPRouteJSON(data []byte) ([]netfilter.Route, error) {
 			}
 			r.Gateway = gw
 		}
+		if e.Prefsrc != "" {
+			a, err := netip.ParseAddr(e.Prefsrc)
+			if err != nil {
+				return nil, fmt.Errorf("%s: bad prefsrc %q", where, e.Prefsrc)
+			}
+			r.Src = a
+		}
 		switch {
-		case e.Dst == "default" && (r.Gateway.Is6() || (!r.Gateway.IsValid() && six)):
+		case e.Dst == "default" && (e.Pref != "" || r.Gateway.Is6() || r.Src.Is6() || (!r.Gateway.IsValid() && !r.Src.IsValid() && six)):
 			r.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
 		case e.Dst == "default":
 			r.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
@@ -120,6 +154,9 @@ func parseIPRouteJSON(data []byte) ([]netfilter.Route, error) {
 		}
 		if r.Gateway.IsValid() && r.Gateway.Is4() != r.Dst.Addr().Is4() {
 			return nil, fmt.Errorf("%s: gateway %s is of another family (via inet6 gateways are not modelled)", where, r.Gateway)
+		}
+		if r.Src.IsValid() && r.Src.Is4() != r.Dst.Addr().Is4() {
+			return nil, fmt.Errorf("%s: prefsrc %s is of another family", where, r.Src)
 		}
 		if typ == netfilter.RouteUnicast {
 			if e.Dev == "" {

@@ -34,26 +34,26 @@ func TestParseIPAddrJSONRecorded(t *testing.T) {
 func TestParseIPRouteJSONRecorded(t *testing.T) {
 	data, err := os.ReadFile("testdata/iproute/ip-route.json")
 	require.NoError(t, err)
-	rs, err := parseIPRouteJSON(data)
+	rs, err := parseIPRouteJSON(data, defaultTableNames())
 	require.NoError(t, err)
 	p, a := netip.MustParsePrefix, netip.MustParseAddr
 	assert.Equal(t, []netfilter.Route{
-		{Dst: p("0.0.0.0/0"), Iface: "eth0", Gateway: a("192.168.10.254")},
-		{Dst: p("10.8.0.0/16"), Type: netfilter.RouteUnreachable},
-		{Dst: p("10.244.2.5/32"), Iface: "cali1"},
-		{Dst: p("10.244.3.0/24"), Type: netfilter.RouteBlackhole},
-		{Dst: p("192.168.10.0/24"), Iface: "eth0"},
+		{Dst: p("0.0.0.0/0"), Iface: "eth0", Gateway: a("192.168.10.254"), Table: netfilter.TableMain},
+		{Dst: p("10.8.0.0/16"), Type: netfilter.RouteUnreachable, Table: netfilter.TableMain},
+		{Dst: p("10.244.2.5/32"), Iface: "cali1", Table: netfilter.TableMain},
+		{Dst: p("10.244.3.0/24"), Type: netfilter.RouteBlackhole, Table: netfilter.TableMain},
+		{Dst: p("192.168.10.0/24"), Iface: "eth0", Table: netfilter.TableMain, Src: a("192.168.10.1")},
 	}, rs)
 
 	data, err = os.ReadFile("testdata/iproute/ip6-route.json")
 	require.NoError(t, err)
-	rs, err = parseIPRouteJSON(data)
+	rs, err = parseIPRouteJSON(data, defaultTableNames())
 	require.NoError(t, err)
-	assert.Equal(t, netfilter.Route{Dst: p("fd00::/64"), Iface: "eth0"}, rs[0])
+	assert.Equal(t, netfilter.Route{Dst: p("fd00::/64"), Iface: "eth0", Table: netfilter.TableMain, Metric: 256}, rs[0])
 
 	data, err = os.ReadFile("testdata/iproute/ip-route-multipath.json")
 	require.NoError(t, err)
-	_, err = parseIPRouteJSON(data)
+	_, err = parseIPRouteJSON(data, defaultTableNames())
 	assert.EqualError(t, err, `entry 3 (dst "10.9.0.0/16"): multipath routes (nexthops) are not modelled`)
 }
 
@@ -69,8 +69,8 @@ func TestIPJSONErrors(t *testing.T) {
 		{false, `[{"ifname":"eth0","addr_info":[{"family":"inet","local":"10.0.0.1","prefixlen":33}]}]`, `entry 1 (eth0): bad or missing prefixlen for 10.0.0.1`},
 		{false, `[{"ifname":"eth0","addr_info":[{"family":"inet","local":"10.0.0.1"}]}]`, `entry 1 (eth0): bad or missing prefixlen for 10.0.0.1`},
 		{false, `[{"ifname":""}]`, `entry 1: bad interface name "": expected 1 to 15 characters without '/', ':' or spaces`},
-		{true, `[{"dst":"10.0.0.0/8","type":"throw"}]`, `entry 1 (dst "10.0.0.0/8"): route type "throw" is not modelled`},
-		{true, `[{"dst":"10.0.0.0/8","dev":"eth0","table":"100"}]`, `entry 1 (dst "10.0.0.0/8"): routing table "100" is not modelled (policy routing)`},
+		{true, `[{"dst":"10.0.0.0/8","type":"nat"}]`, `entry 1 (dst "10.0.0.0/8"): route type "nat" is not modelled`},
+		{true, `[{"dst":"10.0.0.0/8","dev":"eth0","table":"wg"}]`, `entry 1 (dst "10.0.0.0/8"): unknown routing table "wg": expected a number (1-4294967295), local, main, default or a name of the node's rt_tables`},
 		{true, `[{"dst":"10.0.0.0/33","dev":"eth0"}]`, `entry 1 (dst "10.0.0.0/33"): bad destination: expected default, ADDRESS or CIDR`},
 		{true, `[{"dst":"10.0.0.0/8"}]`, `entry 1 (dst "10.0.0.0/8"): unicast route without dev`},
 		{true, `[{"dst":"default","gateway":"x","dev":"eth0"}]`, `entry 1 (dst "default"): bad gateway "x"`},
@@ -79,7 +79,7 @@ func TestIPJSONErrors(t *testing.T) {
 	} {
 		var err error
 		if tc.route {
-			_, err = parseIPRouteJSON([]byte(tc.in))
+			_, err = parseIPRouteJSON([]byte(tc.in), defaultTableNames())
 		} else {
 			_, err = parseIPAddrJSON([]byte(tc.in))
 		}
@@ -88,7 +88,7 @@ func TestIPJSONErrors(t *testing.T) {
 }
 
 func TestRouteDefaultFamily(t *testing.T) {
-	rs, err := parseIPRouteJSON([]byte(`[{"dst":"default","dev":"eth0"},{"dst":"fd00::/64","dev":"eth0"}]`))
+	rs, err := parseIPRouteJSON([]byte(`[{"dst":"default","dev":"eth0"},{"dst":"fd00::/64","dev":"eth0"}]`), defaultTableNames())
 	require.NoError(t, err)
 	assert.Equal(t, netip.MustParsePrefix("::/0"), rs[0].Dst)
 }
@@ -140,7 +140,7 @@ func FuzzParseIPRouteJSON(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rs, err := parseIPRouteJSON(data)
+		rs, err := parseIPRouteJSON(data, defaultTableNames())
 		if err != nil {
 			return
 		}

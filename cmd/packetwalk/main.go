@@ -28,7 +28,9 @@
 //	ip6tables-save -c > ip6tables-save
 //	ipset save > ipset-save
 //	ip -j addr > ip-addr.json
-//	ip -j route > ip-route.json
+//	ip -j route show table all > ip-route.json
+//	ip -j rule > ip-rule.json
+//	ip -6 -j rule > ip6-rule.json
 //	conntrack -L > conntrack
 //
 // Exit status: 0 on success, 1 on bad input (the message names the file,
@@ -55,7 +57,9 @@ const snapshotCommands = `iptables-save -c > iptables-save
 ip6tables-save -c > ip6tables-save
 ipset save > ipset-save
 ip -j addr > ip-addr.json
-ip -j route > ip-route.json
+ip -j route show table all > ip-route.json
+ip -j rule > ip-rule.json
+ip -6 -j rule > ip6-rule.json
 conntrack -L > conntrack
 `
 

@@ -81,6 +81,10 @@ var goldenCases = []struct {
 	{"trace-text", []string{"trace", "--node", node1, "--packets", node1 + "/packets"}, ""},
 	{"trace-json", []string{"trace", "--node", node1, "--packets", node1 + "/packets", "--format", "json"}, ""},
 	{"trace-xtables", []string{"trace", "--node", node1, "--packets", node1 + "/packets", "--format=xtables"}, ""},
+	{"trace-policy", []string{"trace", "--node", "testdata/policy", "--rules", "-", "--sysctl", "net.ipv4.conf.all.rp_filter=1",
+		"proto=udp dst=8.8.8.8 dport=53", "proto=udp dst=8.8.8.8 dport=123", "in=eth1 proto=tcp src=10.244.1.5 dst=93.184.216.34 mark=1337",
+		"in=eth0 proto=udp src=10.244.1.5 dst=192.168.10.7 dport=53", "in=eth1 proto=udp src=10.244.1.5 dst=10.6.0.1 dport=53"},
+		"*mangle\n-A OUTPUT -p udp --dport 123 -j MARK --set-mark 0xca6c\nCOMMIT\n"},
 	{"trace-flags-after-packets", []string{"trace", "in=eth0 src=10.0.0.2 dst=10.0.0.1 proto=icmp", "--addr", "eth0=10.0.0.1/24", "--format", "json"}, ""},
 	{"trace-stdin-rules", []string{"trace", "--rules", "-", "--addr", "eth0=10.0.0.1/24", "--iface", "cali7",
 		"--route", "10.244.7.0/24=cali7", "in=eth0 src=10.0.0.2 dst=10.244.7.3 proto=udp dport=53"},
@@ -247,7 +251,9 @@ func Example_snapshot() {
 	// ip6tables-save -c > ip6tables-save
 	// ipset save > ipset-save
 	// ip -j addr > ip-addr.json
-	// ip -j route > ip-route.json
+	// ip -j route show table all > ip-route.json
+	// ip -j rule > ip-rule.json
+	// ip -6 -j rule > ip6-rule.json
 	// conntrack -L > conntrack
 }
 
@@ -294,7 +300,7 @@ func TestJSONShape(t *testing.T) {
 		sort.Strings(ks)
 		return ks
 	}
-	assert.Equal(t, []string{"conntrack", "disposition", "emitted", "in", "n", "out", "packet", "trace", "verdict", "where"}, keys(objs[0]))
+	assert.Equal(t, []string{"conntrack", "disposition", "emitted", "in", "n", "out", "packet", "routes", "trace", "verdict", "where"}, keys(objs[0]))
 	pkt := objs[0]["packet"].(map[string]any)
 	assert.Equal(t, []string{"ack", "code", "dport", "dst", "flags", "id", "len", "mark", "proto", "seq", "sport", "src", "ttl", "type", "win"}, keys(pkt))
 	trace := objs[0]["trace"].([]any)
@@ -318,7 +324,16 @@ func TestJSONShape(t *testing.T) {
 	// A routing drop: where names the hook, no table or chain.
 	assert.Equal(t, map[string]any{"hook": "PREROUTING", "table": "", "chain": "", "rule": float64(0), "action": "ROUTE"}, objs[2]["where"])
 	assert.Equal(t, "DROP", objs[2]["verdict"])
-	assert.Equal(t, []any{}, objs[2]["emitted"])
+	// The unreachable route answers with ICMP host unreachable (3/1), as
+	// the kernel's ip_error does.
+	emitted := objs[2]["emitted"].([]any)
+	require.Len(t, emitted, 1)
+	assert.Equal(t, float64(3), emitted[0].(map[string]any)["type"])
+	assert.Equal(t, float64(1), emitted[0].(map[string]any)["code"])
+	routes := objs[2]["routes"].([]any)
+	require.Len(t, routes, 1)
+	assert.Equal(t, map[string]any{"hook": "PREROUTING", "reroute": false, "rule": float64(32766), "table": "main", "dst": "10.8.0.0/16",
+		"type": nil, "dev": nil, "via": nil, "error": "unreachable"}, routes[0])
 }
 
 // FuzzTrace runs whole command lines: any packet argument gives exit 0,

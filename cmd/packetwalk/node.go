@@ -32,6 +32,8 @@ type nodeInput struct {
 	addrs          addrList
 	ifaces         ifaceList
 	routes         routeList
+	ipRules        stringList
+	ipRoutes       stringList
 	sysctls        sysctlMap
 	backend        backendFlag
 	seed           uint64
@@ -86,8 +88,15 @@ func (f *tableFlag) Set(s string) error {
 // nodeFlagsHelp ends the help of subcommands that take node input.
 const nodeFlagsHelp = `
 Node input: --node DIR loads whichever of iptables-save, ip6tables-save,
-ipset-save, ip-addr.json, ip-route.json, conntrack and nfacct-list it holds
-(explicit flags win); --addr, --iface, --route and --nfacct add to it.
+ipset-save, ip-addr.json, ip-route.json, ip6-route.json, ip-rule.json,
+ip6-rule.json, rt_tables, conntrack and nfacct-list it holds (explicit flags
+win); --addr, --iface, --route, --ip-route, --ip-rule and --nfacct add to it.
+ip-route.json may be 'ip -j route show table all' (every table, both
+families); ip-rule.json is 'ip -j rule' and ip6-rule.json 'ip -6 -j rule'
+(they replace the default rules); rt_tables is the node's
+/etc/iproute2/rt_tables, for tables known by name. --ip-rule takes the
+arguments of 'ip rule add' and --ip-route those of 'ip route add' verbatim
+(a leading -6 for IPv6 where no address says it).
 --addr also adds the connected route of its prefix (none for a /32), as the
 kernel does. nfacct-list is the node's 'nfacct list' output: the extended
 accounting objects that -m nfacct rules name (kube-proxy creates
@@ -122,8 +131,10 @@ func (n *nodeInput) register(fs *flag.FlagSet) {
 	fs.Var(&n.nfacct, "nfacct", "extended accounting object `NAME` that -m nfacct rules may name (repeatable), as 'nfacct add NAME'")
 	fs.Var(&n.addrs, "addr", "interface address `IFACE=CIDR` (repeatable)")
 	fs.Var(&n.ifaces, "iface", "interface `NAME` without address (repeatable)")
-	fs.Var(&n.routes, "route", "route `CIDR=IFACE[@GATEWAY]` (repeatable)")
-	fs.Var(&n.sysctls, "sysctl", "kernel setting `KEY=VALUE` (repeatable): net.ipv4.ip_forward, net.ipv4.conf.all.route_localnet (0: 127.0.0.0/8 is a martian off lo), net.netfilter.nf_conntrack_tcp_loose (0: no mid-stream TCP pickup); all 1 by default as on a Kubernetes node")
+	fs.Var(&n.routes, "route", "route `CIDR=IFACE[@GATEWAY]` in the main table (repeatable)")
+	fs.Var(&n.ipRoutes, "ip-route", "route given as the `ARGS` of 'ip route add', e.g. 'local 0.0.0.0/0 dev lo table 100' (repeatable)")
+	fs.Var(&n.ipRules, "ip-rule", "routing rule given as the `ARGS` of 'ip rule add', e.g. 'fwmark 0x1/0x1 lookup 100 priority 100' (repeatable)")
+	fs.Var(&n.sysctls, "sysctl", "kernel setting `KEY=VALUE` (repeatable): net.ipv4.ip_forward, net.ipv4.conf.all.route_localnet (0: 127.0.0.0/8 is a martian off lo), net.netfilter.nf_conntrack_tcp_loose (0: no mid-stream TCP pickup), all 1 by default as on a Kubernetes node; net.ipv4.conf.all.rp_filter (1 strict, 2 loose), net.ipv4.conf.all.src_valid_mark, net.ipv4.conf.all.accept_local, 0 by default; net.ipv4.conf.DEV.{rp_filter,src_valid_mark,accept_local,route_localnet,forwarding} for one interface")
 	fs.Var(&n.backend, "backend", "iptables flavour `nft|legacy`")
 	fs.Uint64Var(&n.seed, "seed", 0, "seed `N` of the random source (statistic, NAT ports)")
 	fs.BoolVar(&n.fragment, "fragment", false, "read --rules/--rules6 as a fragment (a grep of iptables-save): infer each line's table, declare the chains used, report on stderr")
@@ -145,6 +156,9 @@ type node struct {
 	// one line each ("FILE:LINE: ..."); notes what --fragment assumed.
 	placeholders []string
 	notes        []string
+	// policy is set when routing rules were given: trace then names the
+	// rule and table of every routing decision.
+	policy bool
 }
 
 // sysctlDefaults are the settings packetwalk knows, with a Kubernetes
@@ -153,6 +167,59 @@ var sysctlDefaults = map[string]int{
 	"net.ipv4.ip_forward":                  1,
 	"net.ipv4.conf.all.route_localnet":     1,
 	"net.netfilter.nf_conntrack_tcp_loose": 1,
+	"net.ipv4.conf.all.rp_filter":          0,
+	"net.ipv4.conf.all.src_valid_mark":     0,
+	"net.ipv4.conf.all.accept_local":       0,
+}
+
+// deviceSysctls are the per-device settings net.ipv4.conf.DEV.KEY the
+// flag accepts.
+var deviceSysctls = []string{"rp_filter", "src_valid_mark", "accept_local", "route_localnet", "forwarding"}
+
+// deviceConfig gathers the net.ipv4.conf.DEV.* settings of sys.
+func deviceConfig(sys map[string]int) map[string]netfilter.DeviceConfig {
+	var out map[string]netfilter.DeviceConfig
+	for k, v := range sys {
+		dev, key, ok := splitDeviceSysctl(k)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = map[string]netfilter.DeviceConfig{}
+		}
+		c := out[dev]
+		switch key {
+		case "rp_filter":
+			c.RPFilter = v
+		case "src_valid_mark":
+			c.SrcValidMark = v == 1
+		case "accept_local":
+			c.AcceptLocal = v == 1
+		case "route_localnet":
+			c.RouteLocalnet = v == 1
+		case "forwarding":
+			c.NoForwarding = v == 0
+		}
+		out[dev] = c
+	}
+	return out
+}
+
+// splitDeviceSysctl splits net.ipv4.conf.DEV.KEY (DEV not "all").
+func splitDeviceSysctl(k string) (dev, key string, ok bool) {
+	rest, ok := strings.CutPrefix(k, "net.ipv4.conf.")
+	if !ok {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i <= 0 {
+		return "", "", false
+	}
+	dev, key = rest[:i], rest[i+1:]
+	if dev == "all" || dev == "default" || !slices.Contains(deviceSysctls, key) || checkIfaceName(dev) != nil {
+		return "", "", false
+	}
+	return dev, key, true
 }
 
 // inputError is bad input in a named file.
@@ -238,12 +305,17 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		// and then ignored.
 		NoRouteLocalnet:    sys["net.ipv4.conf.all.route_localnet"] == 0,
 		ConntrackTCPStrict: sys["net.netfilter.nf_conntrack_tcp_loose"] == 0,
+		RPFilter:           sys["net.ipv4.conf.all.rp_filter"],
+		SrcValidMark:       sys["net.ipv4.conf.all.src_valid_mark"] == 1,
+		AcceptLocal:        sys["net.ipv4.conf.all.accept_local"] == 1,
+		Devices:            deviceConfig(sys),
 	})
 	nd := &node{host: h, clock: clock, sysctls: sys}
 
 	// Which files to read: explicit flags win over the snapshot directory.
 	rules, rules6, addrsFile, routesFile := n.rules, n.rules6, n.addrsFile, n.routesFile
 	ipsets, ctFile, nfacctList := n.ipsets, n.ctFile, n.nfacctFile
+	var routes6File, ruleFile, rule6File, rtTables string
 	if n.dir != "" {
 		st, err := os.Stat(n.dir)
 		if err != nil {
@@ -262,6 +334,10 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		pick(&rules6, "ip6tables-save")
 		pick(&addrsFile, "ip-addr.json")
 		pick(&routesFile, "ip-route.json")
+		pick(&routes6File, "ip6-route.json")
+		pick(&ruleFile, "ip-rule.json")
+		pick(&rule6File, "ip6-rule.json")
+		pick(&rtTables, "rt_tables")
 		pick(&ipsets, "ipset-save")
 		pick(&ctFile, "conntrack")
 		pick(&nfacctList, nfacctFile)
@@ -301,33 +377,57 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 	for _, name := range n.ifaces {
 		mention(name)
 	}
-	connected := map[netfilter.Route]bool{}
+	type connKey struct {
+		dst   netip.Prefix
+		iface string
+	}
+	connected := map[connKey]bool{}
 	for _, name := range order {
 		if err := h.AddInterface(name, addrs[name]...); err != nil {
 			return nil, fmt.Errorf("interface %q: %w", name, err)
 		}
 		for _, a := range addrs[name] {
 			if a.Bits() < a.Addr().BitLen() {
-				connected[netfilter.Route{Dst: a.Masked(), Iface: name}] = true
+				connected[connKey{a.Masked(), name}] = true
 			}
 		}
 	}
-	if routesFile != "" {
-		data, err := n.readInput(stdin, routesFile)
+	names := defaultTableNames()
+	if rtTables != "" {
+		data, err := n.readInput(stdin, rtTables)
 		if err != nil {
 			return nil, err
 		}
-		rs, err := parseIPRouteJSON(data)
+		if err := parseRTTables(data, names); err != nil {
+			return nil, &inputError{file: displayName(rtTables), err: err}
+		}
+	}
+	for _, f := range []string{routesFile, routes6File} {
+		if f == "" {
+			continue
+		}
+		data, err := n.readInput(stdin, f)
 		if err != nil {
-			return nil, &inputError{file: displayName(routesFile), err: err}
+			return nil, err
+		}
+		rs, err := parseIPRouteJSON(data, names)
+		if err != nil {
+			return nil, &inputError{file: displayName(f), err: err}
 		}
 		routes = append(routes, rs...)
 	}
 	for _, r := range n.routes {
 		routes = append(routes, r)
 	}
+	for _, a := range n.ipRoutes {
+		r, err := parseIPRouteArgs(a, names)
+		if err != nil {
+			return nil, fmt.Errorf("--ip-route %q: %v", a, err)
+		}
+		routes = append(routes, r)
+	}
 	for _, r := range routes {
-		if connected[r] {
+		if r.Type == netfilter.RouteUnicast && !r.Gateway.IsValid() && (r.Table == 0 || r.Table == netfilter.TableMain) && connected[connKey{r.Dst, r.Iface}] {
 			continue // ip route lists the connected routes AddInterface made
 		}
 		if r.Type == netfilter.RouteUnicast && h.Interface(r.Iface) == nil {
@@ -336,6 +436,36 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		if err := h.AddRoute(r); err != nil {
 			return nil, fmt.Errorf("route %s: %w", r.Dst, err)
 		}
+	}
+	for _, rf := range []struct {
+		file string
+		fam  netfilter.Family
+	}{{ruleFile, netfilter.IPv4}, {rule6File, netfilter.IPv6}} {
+		if rf.file == "" {
+			continue
+		}
+		data, err := n.readInput(stdin, rf.file)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := parseIPRuleJSON(data, rf.fam, names)
+		if err == nil {
+			err = h.SetRules(rf.fam, rs)
+		}
+		if err != nil {
+			return nil, &inputError{file: displayName(rf.file), err: err}
+		}
+		nd.policy = true
+	}
+	for _, a := range n.ipRules {
+		r, err := parseIPRuleArgs(a, names)
+		if err == nil {
+			err = h.AddRule(r)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--ip-rule %q: %v", a, err)
+		}
+		nd.policy = true
 	}
 
 	// Sets before rules: a rule's set match needs its set to exist.
@@ -566,6 +696,16 @@ func parseRouteFlag(s string) (netfilter.Route, error) {
 	return r, nil
 }
 
+// stringList is a repeatable flag of strings.
+type stringList []string
+
+func (l *stringList) String() string { return "" }
+
+func (l *stringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
 // sysctlMap is the repeatable --sysctl KEY=VALUE flag.
 type sysctlMap map[string]int
 
@@ -576,15 +716,20 @@ func (m *sysctlMap) Set(s string) error {
 	if !ok {
 		return fmt.Errorf("expected KEY=VALUE, e.g. net.ipv4.ip_forward=0")
 	}
-	if _, known := sysctlDefaults[k]; !known {
+	_, _, perDev := splitDeviceSysctl(k)
+	if _, known := sysctlDefaults[k]; !known && !perDev {
 		keys := make([]string, 0, len(sysctlDefaults))
 		for key := range sysctlDefaults {
 			keys = append(keys, key)
 		}
 		sort.Strings(keys)
-		return fmt.Errorf("unknown sysctl %q: expected one of %s", k, strings.Join(keys, ", "))
+		return fmt.Errorf("unknown sysctl %q: expected one of %s, or net.ipv4.conf.DEV.{%s}", k, strings.Join(keys, ", "), strings.Join(deviceSysctls, ","))
 	}
-	if v != "0" && v != "1" {
+	if strings.HasSuffix(k, ".rp_filter") {
+		if v != "0" && v != "1" && v != "2" {
+			return fmt.Errorf("sysctl %s: bad value %q: expected 0, 1 or 2", k, v)
+		}
+	} else if v != "0" && v != "1" {
 		return fmt.Errorf("sysctl %s: bad value %q: expected 0 or 1", k, v)
 	}
 	if *m == nil {

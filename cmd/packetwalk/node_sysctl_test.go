@@ -26,14 +26,26 @@ func TestSysctlsReachTheHost(t *testing.T) {
 		rules  string
 		packet string
 		want   string // disposition, where
+		extra  []string
 	}{
-		{"ip_forward default", "", "", "in=eth0 src=10.0.0.2 dst=10.244.1.5", "forwarded"},
-		{"ip_forward=0", "net.ipv4.ip_forward=0", "", "in=eth0 src=10.0.0.2 dst=10.244.1.5", "dropped ROUTE"},
-		{"route_localnet default", "", localnetRules, "dst=127.0.0.1 dport=30020", "sent nat POSTROUTING #1"},
-		{"route_localnet=0", "net.ipv4.conf.all.route_localnet=0", localnetRules, "dst=127.0.0.1 dport=30020", "dropped ROUTE"},
-		{"route_localnet=0 martian", "net.ipv4.conf.all.route_localnet=0", "", "in=eth0 src=10.0.0.2 dst=127.0.0.1", "dropped ROUTE"},
-		{"tcp_loose default", "", invalidRules, "in=eth0 src=10.0.0.2 dst=10.244.1.5 flags=A", "forwarded"},
-		{"tcp_loose=0", "net.netfilter.nf_conntrack_tcp_loose=0", invalidRules, "in=eth0 src=10.0.0.2 dst=10.244.1.5 flags=A", "dropped filter FORWARD #1"},
+		{"ip_forward default", "", "", "in=eth0 src=10.0.0.2 dst=10.244.1.5", "forwarded", nil},
+		{"ip_forward=0", "net.ipv4.ip_forward=0", "", "in=eth0 src=10.0.0.2 dst=10.244.1.5", "dropped ROUTE", nil},
+		{"route_localnet default", "", localnetRules, "dst=127.0.0.1 dport=30020", "sent nat POSTROUTING #1", nil},
+		{"route_localnet=0", "net.ipv4.conf.all.route_localnet=0", localnetRules, "dst=127.0.0.1 dport=30020", "dropped ROUTE", nil},
+		{"route_localnet=0 martian", "net.ipv4.conf.all.route_localnet=0", "", "in=eth0 src=10.0.0.2 dst=127.0.0.1", "dropped ROUTE", nil},
+		{"tcp_loose default", "", invalidRules, "in=eth0 src=10.0.0.2 dst=10.244.1.5 flags=A", "forwarded", nil},
+		{"tcp_loose=0", "net.netfilter.nf_conntrack_tcp_loose=0", invalidRules, "in=eth0 src=10.0.0.2 dst=10.244.1.5 flags=A", "dropped filter FORWARD #1", nil},
+		{"rp_filter default", "", "", "in=eth0 src=10.244.1.9 dst=10.0.0.2", "forwarded", nil},
+		{"rp_filter=1", "net.ipv4.conf.all.rp_filter=1", "", "in=eth0 src=10.244.1.9 dst=10.0.0.2", "dropped ROUTE", nil},
+		{"rp_filter=2", "net.ipv4.conf.all.rp_filter=2", "", "in=eth0 src=10.244.1.9 dst=10.0.0.2", "forwarded", nil},
+		{"conf.eth0.rp_filter=1", "net.ipv4.conf.eth0.rp_filter=1", "", "in=eth0 src=10.244.1.9 dst=10.0.0.2", "dropped ROUTE", nil},
+		{"accept_local default", "", "", "in=eth0 src=10.244.1.1 dst=10.0.0.2", "dropped ROUTE", nil},
+		{"accept_local=1", "net.ipv4.conf.all.accept_local=1", "", "in=eth0 src=10.244.1.1 dst=10.0.0.2", "forwarded", nil},
+		{"src_valid_mark default", "", "", "in=eth0 src=10.99.0.9 dst=10.244.1.5 mark=7", "dropped ROUTE",
+			[]string{"--sysctl", "net.ipv4.conf.all.rp_filter=1", "--ip-rule", "fwmark 7 lookup 7", "--ip-route", "default dev eth0 table 7"}},
+		{"src_valid_mark=1", "net.ipv4.conf.all.src_valid_mark=1", "", "in=eth0 src=10.99.0.9 dst=10.244.1.5 mark=7", "forwarded",
+			[]string{"--sysctl", "net.ipv4.conf.all.rp_filter=1", "--ip-rule", "fwmark 7 lookup 7", "--ip-route", "default dev eth0 table 7"}},
+		{"conf.eth0.forwarding=0", "net.ipv4.conf.eth0.forwarding=0", "", "in=eth0 src=10.0.0.2 dst=10.244.1.5", "dropped ROUTE", nil},
 	} {
 		if k, _, ok := strings.Cut(tc.sysctl, "="); ok {
 			covered[k] = true
@@ -46,6 +58,7 @@ func TestSysctlsReachTheHost(t *testing.T) {
 			if tc.rules != "" {
 				args = append(args, "--rules", "-")
 			}
+			args = append(args, tc.extra...)
 			code, stdout, stderr := runCmd(append(args, tc.packet), tc.rules)
 			require.Zero(t, code, stderr)
 			var out struct {

@@ -55,6 +55,65 @@ type jsonStep struct {
 	Placeholder bool `json:"placeholder,omitempty"`
 }
 
+// jsonRoute is one routing decision of a packet.
+type jsonRoute struct {
+	Hook    string  `json:"hook"`
+	Reroute bool    `json:"reroute"`
+	Rule    *int    `json:"rule"` // null when no rule decided
+	Table   *string `json:"table"`
+	Dst     *string `json:"dst"`
+	Type    *string `json:"type"`
+	Dev     *string `json:"dev"`
+	Via     *string `json:"via"`
+	Error   *string `json:"error"` // why the lookup failed, null otherwise
+}
+
+func routeJSON(c netfilter.RouteChoice) jsonRoute {
+	j := jsonRoute{Hook: c.Hook.String(), Reroute: c.Reroute, Dev: strPtr(c.Dev), Via: addrPtr(c.Via), Error: strPtr(c.Reason.String())}
+	if c.Rule >= 0 {
+		r := c.Rule
+		j.Rule = &r
+		j.Table = strPtr(netfilter.TableName(c.Table))
+	}
+	if c.Dst.IsValid() {
+		j.Dst = strPtr(c.Dst.String())
+	}
+	if c.Reason == netfilter.NoReason {
+		j.Type = strPtr(c.Type.String())
+	}
+	return j
+}
+
+// routeChoiceText is a routing decision for people: "rule 32765 lookup
+// 51820: 0.0.0.0/0 dev wg0".
+func routeChoiceText(c netfilter.RouteChoice) string {
+	var b strings.Builder
+	if c.Rule >= 0 {
+		fmt.Fprintf(&b, "rule %d", c.Rule)
+		if c.Dst.IsValid() {
+			fmt.Fprintf(&b, " lookup %s: ", netfilter.TableName(c.Table))
+		}
+	} else {
+		b.WriteString("no rule matched")
+	}
+	if c.Dst.IsValid() {
+		if c.Type != netfilter.RouteUnicast {
+			b.WriteString(c.Type.String() + " ")
+		}
+		b.WriteString(c.Dst.String())
+		if c.Via.IsValid() {
+			b.WriteString(" via " + c.Via.String())
+		}
+		if c.Dev != "" {
+			b.WriteString(" dev " + c.Dev)
+		}
+	}
+	if c.Reason != netfilter.NoReason && !c.Dst.IsValid() {
+		b.WriteString(": " + c.Reason.String())
+	}
+	return b.String()
+}
+
 type jsonResult struct {
 	N           int          `json:"n"`
 	Verdict     string       `json:"verdict"`
@@ -65,6 +124,7 @@ type jsonResult struct {
 	Packet      jsonPacket   `json:"packet"`
 	Emitted     []jsonPacket `json:"emitted"`
 	Trace       []jsonStep   `json:"trace"`
+	Routes      []jsonRoute  `json:"routes"`
 	Conntrack   *string      `json:"conntrack"` // null when untracked
 }
 
@@ -133,7 +193,11 @@ func resultJSON(o outcome) jsonResult {
 		Packet:      packetJSON(res.Packet),
 		Emitted:     []jsonPacket{},
 		Trace:       []jsonStep{},
+		Routes:      []jsonRoute{},
 		Conntrack:   strPtr(o.ct),
+	}
+	for _, c := range res.Routes {
+		j.Routes = append(j.Routes, routeJSON(c))
 	}
 	if decided(res) {
 		w := &jsonWhere{Hook: res.Where.Hook.String(), Rule: res.Where.Rule, Action: whereAction(res)}
@@ -212,13 +276,13 @@ func writeText(b *bytes.Buffer, nd *node, outs []outcome) {
 			from = "in " + o.in
 		}
 		fmt.Fprintf(b, "packet %d: %s, %s\n", o.n, describe(o.input), from)
-		writeWalk(b, nd.sysctls, o)
+		writeWalk(b, nd.sysctls, nd.policy, o)
 	}
 }
 
 // writeWalk writes one packet's walk through a host: its rules, the
 // routing decision, the verdict and the packet as it leaves.
-func writeWalk(b *bytes.Buffer, sysctls map[string]int, o outcome) {
+func writeWalk(b *bytes.Buffer, sysctls map[string]int, policy bool, o outcome) {
 	{
 		res := o.res
 		var rows []textRow
@@ -226,7 +290,7 @@ func writeWalk(b *bytes.Buffer, sysctls map[string]int, o outcome) {
 		route := func() {
 			if !routed {
 				routed = true
-				rows = append(rows, textRow{cells: []string{"  routing", "", "", "", "ROUTE", routeText(o)}})
+				rows = append(rows, textRow{cells: []string{"  routing", "", "", "", "ROUTE", routeText(o) + firstChoice(policy, res)}})
 			}
 		}
 		if o.in == "" {
@@ -255,9 +319,29 @@ func writeWalk(b *bytes.Buffer, sysctls map[string]int, o outcome) {
 			}
 			rows = append(rows, textRow{notes: []string{"conntrack NAT: packet is now " + endpoints(p)}})
 		}
-		for _, s := range res.Trace {
+		reroutes := res.Routes
+		// reroute prints the reroutes that came before step s (nil: all).
+		reroute := func(s *netfilter.Step) {
+			for len(reroutes) > 0 {
+				c := reroutes[0]
+				if !c.Reroute {
+					reroutes = reroutes[1:]
+					continue
+				}
+				if s != nil && s.Hook == netfilter.Output && outputOrder(s.Table) <= outputOrder(c.After) {
+					return
+				}
+				rows = append(rows, textRow{cells: []string{"  routing", "", "", "", "REROUTE", routeChoiceText(c)}})
+				reroutes = reroutes[1:]
+			}
+		}
+		for i := range res.Trace {
+			s := &res.Trace[i]
 			if s.Hook != netfilter.Prerouting {
 				route()
+			}
+			if o.in == "" {
+				reroute(s)
 			}
 			if s.Packet != nil && !started {
 				started = true
@@ -280,16 +364,16 @@ func writeWalk(b *bytes.Buffer, sysctls map[string]int, o outcome) {
 			if s.Placeholder {
 				text += "  [placeholder: not modelled]"
 			}
-			rows = append(rows, textRow{cells: []string{"  " + s.Hook.String(), s.Table.String(), s.Chain, rule, s.Action.String(), text}, step: s})
+			rows = append(rows, textRow{cells: []string{"  " + s.Hook.String(), s.Table.String(), s.Chain, rule, s.Action.String(), text}, step: *s})
 			at := len(rows) - 1
 			if s.Packet != nil {
 				addrChange(*s.Packet, at)
 				if what := otherChanges(last, *s.Packet); what != "" {
-					rows[at].notes = append(rows[at].notes, targetOf(s)+": "+what)
+					rows[at].notes = append(rows[at].notes, targetOf(*s)+": "+what)
 				}
 				last = *s.Packet
 			}
-			if isNATRule(s) {
+			if isNATRule(*s) {
 				pendingNAT = at
 			}
 		}
@@ -299,8 +383,9 @@ func writeWalk(b *bytes.Buffer, sysctls map[string]int, o outcome) {
 		if res.Disposition == netfilter.Delivered || res.Disposition == netfilter.Forwarded {
 			route()
 		}
+		reroute(nil)
 		if res.Where.Action.Kind == netfilter.ActionRoute {
-			rows = append(rows, textRow{cells: []string{"  routing", "", "", "", "DROP", routeDropText(sysctls, res)}})
+			rows = append(rows, textRow{cells: []string{"  routing", "", "", "", "DROP", routeDropText(sysctls, res) + firstChoice(policy, res)}})
 		}
 		writeRows(b, rows)
 		verdict := res.Verdict.String() + ", " + res.Disposition.String()
@@ -425,6 +510,35 @@ func endpoints(p netfilter.Packet) string {
 
 // routeText is the routing decision's line: local delivery or the
 // output interface.
+// firstChoice names the rule and table of a packet's first routing
+// decision, " (rule ... lookup ...: ROUTE)", when routing rules were
+// given or the route came from another table than main or local.
+// outputOrder is the order of the tables at OUTPUT.
+func outputOrder(t netfilter.TableID) int {
+	switch t {
+	case netfilter.Raw:
+		return 0
+	case netfilter.Mangle:
+		return 1
+	case netfilter.NAT:
+		return 2
+	case netfilter.Filter:
+		return 3
+	}
+	return 4
+}
+
+func firstChoice(policy bool, res netfilter.Result) string {
+	if len(res.Routes) == 0 {
+		return ""
+	}
+	c := res.Routes[0]
+	if !policy && (c.Table == netfilter.TableMain || c.Table == netfilter.TableLocal || c.Rule < 0) {
+		return ""
+	}
+	return " (" + routeChoiceText(c) + ")"
+}
+
 func routeText(o outcome) string {
 	res := o.res
 	if res.Disposition == netfilter.Delivered {
@@ -447,14 +561,23 @@ func routeDropText(sysctls map[string]int, res netfilter.Result) string {
 	switch {
 	case res.Reason == netfilter.ReasonMartianDestination:
 		return "martian destination " + p.Dst.String() + " in " + p.In + localnet
+	case res.Reason == netfilter.ReasonMartianSource && !(p.Src.Is4() && p.Src.As4()[0] == 127):
+		return "martian source " + p.Src.String() + " in " + p.In + " (one of the host's addresses; net.ipv4.conf.*.accept_local=0)"
 	case res.Reason == netfilter.ReasonMartianSource:
 		return "martian source " + p.Src.String() + " in " + p.In + localnet
+	case res.Reason == netfilter.ReasonReversePath:
+		return "reverse path filter: the route back to " + p.Src.String() + " fails the check for " + p.In + " (net.ipv4.conf.*.rp_filter)"
+	case res.Reason == netfilter.ReasonBlackhole, res.Reason == netfilter.ReasonUnreachable,
+		res.Reason == netfilter.ReasonProhibited, res.Reason == netfilter.ReasonNetUnreachable:
+		return res.Reason.String() + ": " + p.Dst.String()
 	case res.Reason == netfilter.ReasonInvalidSource:
 		return "source " + p.Src.String() + " cannot reach " + p.Dst.String() + " off the host" + localnet
 	case res.Where.Hook == netfilter.Output:
 		return "no route to " + p.Dst.String()
-	case sysctls["net.ipv4.ip_forward"] == 0:
+	case res.Reason == netfilter.ReasonForwardingDisabled && sysctls["net.ipv4.ip_forward"] == 0:
 		return "not local and forwarding is off (net.ipv4.ip_forward=0)"
+	case res.Reason == netfilter.ReasonForwardingDisabled:
+		return "not local and forwarding is off for " + p.In + " (net.ipv4.conf." + p.In + ".forwarding=0)"
 	case p.TTL <= 1:
 		return "TTL expired in transit (or no route to " + p.Dst.String() + ")"
 	}

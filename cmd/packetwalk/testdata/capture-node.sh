@@ -19,7 +19,9 @@ if command -v ipset >/dev/null; then
 	[ -s "$dir/ipset-save" ] || rm -f "$dir/ipset-save"
 fi
 in_ns ip -j addr >"$dir/ip-addr.json"
-in_ns ip -j route >"$dir/ip-route.json"
+in_ns ip -j route show table all >"$dir/ip-route.json"
+in_ns ip -j rule >"$dir/ip-rule.json"
+in_ns ip -6 -j rule >"$dir/ip6-rule.json"
 # conntrack -L prints its "N flow entries" summary on stderr.
 in_ns conntrack -L >"$dir/conntrack" 2>/dev/null
 # nfacct list: the extended accounting objects -m nfacct rules name.
