@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -16,18 +17,32 @@ import (
 // of h's ruleset for f with the kernel's.
 func assertSameCounters(t *testing.T, h *Host, f Family, kc kerneltest.Counters) {
 	t.Helper()
+	assertSameRuleCounters(t, h, f, kc, false)
+	for _, tbl := range h.Ruleset(f).Tables() {
+		for _, ch := range tbl.Chains() {
+			if ch.Builtin() {
+				want, ok := kc.Policy(tbl.ID().String(), ch.Name)
+				require.True(t, ok, "%s %s policy", tbl.ID(), ch.Name)
+				assert.Equal(t, want.Packets, ch.Counters.Packets, "%s %s policy: kernel (want) vs packetwalk packets", tbl.ID(), ch.Name)
+			}
+		}
+	}
+}
+
+// assertSameRuleCounters compares the packet counter (and with bytes the
+// byte counter) of every rule of h's ruleset for f with the kernel's.
+func assertSameRuleCounters(t *testing.T, h *Host, f Family, kc kerneltest.Counters, bytes bool) {
+	t.Helper()
 	for _, tbl := range h.Ruleset(f).Tables() {
 		for _, ch := range tbl.Chains() {
 			for n, r := range ch.Rules {
 				want, ok := kc.Rule(tbl.ID().String(), ch.Name, n+1)
 				require.True(t, ok, "%s %s rule %d", tbl.ID(), ch.Name, n+1)
-				assert.Equal(t, want.Packets, r.Counters.Packets, "%s %s rule %d (%s): kernel (want) vs packetwalk packets",
-					tbl.ID(), ch.Name, n+1, strings.TrimSpace(r.String()))
-			}
-			if ch.Builtin() {
-				want, ok := kc.Policy(tbl.ID().String(), ch.Name)
-				require.True(t, ok, "%s %s policy", tbl.ID(), ch.Name)
-				assert.Equal(t, want.Packets, ch.Counters.Packets, "%s %s policy: kernel (want) vs packetwalk packets", tbl.ID(), ch.Name)
+				what := fmt.Sprintf("%s %s rule %d (%s): kernel (want) vs packetwalk", tbl.ID(), ch.Name, n+1, strings.TrimSpace(r.String()))
+				assert.Equal(t, want.Packets, r.Counters.Packets, "%s packets", what)
+				if bytes {
+					assert.Equal(t, want.Bytes, r.Counters.Bytes, "%s bytes", what)
+				}
 			}
 		}
 	}

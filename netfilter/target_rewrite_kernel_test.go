@@ -269,16 +269,7 @@ func TestKernelNFQUEUE(t *testing.T) {
 			assert.Equal(t, tc.forward, res.Frame != nil, "packetwalk: %v %s", res.Disposition, res.Reason)
 			cnt, err := lab.Counters()
 			require.NoError(t, err)
-			mine := h.Ruleset(IPv4)
-			for _, tb := range mine.Tables() {
-				for _, ch := range tb.Chains() {
-					for i, r := range ch.Rules {
-						kc, ok := cnt.Rule(tb.ID().String(), ch.Name, i+1)
-						require.True(t, ok)
-						assert.Equal(t, kc.Packets, r.Counters.Packets, "%s %s rule %d", tb.ID(), ch.Name, i+1)
-					}
-				}
-			}
+			assertSameRuleCounters(t, h, IPv4, cnt, false)
 		})
 	}
 }
