@@ -1,7 +1,6 @@
 package netfilter
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -38,10 +37,11 @@ func assertSameRuleCounters(t *testing.T, h *Host, f Family, kc kerneltest.Count
 			for n, r := range ch.Rules {
 				want, ok := kc.Rule(tbl.ID().String(), ch.Name, n+1)
 				require.True(t, ok, "%s %s rule %d", tbl.ID(), ch.Name, n+1)
-				what := fmt.Sprintf("%s %s rule %d (%s): kernel (want) vs packetwalk", tbl.ID(), ch.Name, n+1, strings.TrimSpace(r.String()))
-				assert.Equal(t, want.Packets, r.Counters.Packets, "%s packets", what)
+				const what = "%s %s rule %d (%s): kernel (want) vs packetwalk %s"
+				text := strings.TrimSpace(r.String())
+				assert.Equal(t, want.Packets, r.Counters.Packets, what, tbl.ID(), ch.Name, n+1, text, "packets")
 				if bytes {
-					assert.Equal(t, want.Bytes, r.Counters.Bytes, "%s bytes", what)
+					assert.Equal(t, want.Bytes, r.Counters.Bytes, what, tbl.ID(), ch.Name, n+1, text, "bytes")
 				}
 			}
 		}
