@@ -98,10 +98,7 @@ func TestKernelCTTargetState(t *testing.T) {
 					require.NoError(t, err)
 					t.Logf("kernel: %s", strings.Join(kc.NonZero(), ", "))
 
-					h := NewHost(HostConfig{})
-					require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
-					require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
-					require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
+					h := labHost(t, cfg, HostConfig{}, fam, rules)
 					p := Packet{Proto: inet.UDP, Src: src, Dst: dst, SrcPort: 40000, DstPort: 9, TTL: 64, Length: 20 + 8 + 4}
 					if v6 {
 						p.Length = 40 + 8 + 4
@@ -118,4 +115,15 @@ func TestKernelCTTargetState(t *testing.T) {
 			}
 		}
 	}
+}
+
+// labHost is the lab's node in packetwalk: a host made with hc, eth0 and
+// eth1 with the lab's addresses of both families, and rules of family f.
+func labHost(t *testing.T, cfg kerneltest.LabConfig, hc HostConfig, f Family, rules string) *Host {
+	t.Helper()
+	h := NewHost(hc)
+	require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
+	require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
+	require.NoError(t, h.Restore(f, []byte(rules), RestoreOptions{}))
+	return h
 }

@@ -147,10 +147,7 @@ func runExtKernelCases(t *testing.T, f Family, cases []extKernelCase, now time.T
 			}
 			require.NoError(t, lab.ResetRuleset(rs))
 			require.NoError(t, lab.FlushConntrack())
-			h := NewHost(HostConfig{Clock: NewManualClock(now)})
-			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
-			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
-			require.NoError(t, h.Restore(f, []byte(rules), RestoreOptions{}))
+			h := labHost(t, cfg, HostConfig{Clock: NewManualClock(now)}, f, rules)
 			fh := NewFrameHost(h)
 			for _, spec := range tc.frames {
 				frame, err := lab.Frame(spec)
