@@ -93,14 +93,13 @@ func errNATNeedsProto(mod string) error {
 }
 
 // natProtoHasPorts is iptables' test at option time: only the -p given so
-// far counts, and its inversion is ignored; IPv4 also allows ICMP (its id
-// is mapped like a port).
+// far counts, and its inversion is ignored; ICMP (protocol 1, its id is
+// mapped like a port) is allowed too, by ip6tables as well, which refuses
+// ipv6-icmp (docs/kernel-notes.md).
 func natProtoHasPorts(c *ruleCtx) bool {
 	switch c.ip.Proto {
-	case inet.TCP, inet.UDP, inet.SCTP, 33: // dccp
+	case inet.TCP, inet.UDP, inet.SCTP, 33, inet.ICMP: // 33: dccp
 		return true
-	case inet.ICMP:
-		return c.family == IPv4
 	}
 	return false
 }
