@@ -16,18 +16,33 @@ import (
 // of h's ruleset for f with the kernel's.
 func assertSameCounters(t *testing.T, h *Host, f Family, kc kerneltest.Counters) {
 	t.Helper()
+	assertSameRuleCounters(t, h, f, kc, false)
+	for _, tbl := range h.Ruleset(f).Tables() {
+		for _, ch := range tbl.Chains() {
+			if ch.Builtin() {
+				want, ok := kc.Policy(tbl.ID().String(), ch.Name)
+				require.True(t, ok, "%s %s policy", tbl.ID(), ch.Name)
+				assert.Equal(t, want.Packets, ch.Counters.Packets, "%s %s policy: kernel (want) vs packetwalk packets", tbl.ID(), ch.Name)
+			}
+		}
+	}
+}
+
+// assertSameRuleCounters compares the packet counter (and with bytes the
+// byte counter) of every rule of h's ruleset for f with the kernel's.
+func assertSameRuleCounters(t *testing.T, h *Host, f Family, kc kerneltest.Counters, bytes bool) {
+	t.Helper()
 	for _, tbl := range h.Ruleset(f).Tables() {
 		for _, ch := range tbl.Chains() {
 			for n, r := range ch.Rules {
 				want, ok := kc.Rule(tbl.ID().String(), ch.Name, n+1)
 				require.True(t, ok, "%s %s rule %d", tbl.ID(), ch.Name, n+1)
-				assert.Equal(t, want.Packets, r.Counters.Packets, "%s %s rule %d (%s): kernel (want) vs packetwalk packets",
-					tbl.ID(), ch.Name, n+1, strings.TrimSpace(r.String()))
-			}
-			if ch.Builtin() {
-				want, ok := kc.Policy(tbl.ID().String(), ch.Name)
-				require.True(t, ok, "%s %s policy", tbl.ID(), ch.Name)
-				assert.Equal(t, want.Packets, ch.Counters.Packets, "%s %s policy: kernel (want) vs packetwalk packets", tbl.ID(), ch.Name)
+				const what = "%s %s rule %d (%s): kernel (want) vs packetwalk %s"
+				text := strings.TrimSpace(r.String())
+				assert.Equal(t, want.Packets, r.Counters.Packets, what, tbl.ID(), ch.Name, n+1, text, "packets")
+				if bytes {
+					assert.Equal(t, want.Bytes, r.Counters.Bytes, what, tbl.ID(), ch.Name, n+1, text, "bytes")
+				}
 			}
 		}
 	}
@@ -83,10 +98,7 @@ func TestKernelCTTargetState(t *testing.T) {
 					require.NoError(t, err)
 					t.Logf("kernel: %s", strings.Join(kc.NonZero(), ", "))
 
-					h := NewHost(HostConfig{})
-					require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
-					require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
-					require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
+					h := labHost(t, cfg, HostConfig{}, fam, rules)
 					p := Packet{Proto: inet.UDP, Src: src, Dst: dst, SrcPort: 40000, DstPort: 9, TTL: 64, Length: 20 + 8 + 4}
 					if v6 {
 						p.Length = 40 + 8 + 4
@@ -103,4 +115,15 @@ func TestKernelCTTargetState(t *testing.T) {
 			}
 		}
 	}
+}
+
+// labHost is the lab's node in packetwalk: a host made with hc, eth0 and
+// eth1 with the lab's addresses of both families, and rules of family f.
+func labHost(t *testing.T, cfg kerneltest.LabConfig, hc HostConfig, f Family, rules string) *Host {
+	t.Helper()
+	h := NewHost(hc)
+	require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
+	require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
+	require.NoError(t, h.Restore(f, []byte(rules), RestoreOptions{}))
+	return h
 }

@@ -79,16 +79,7 @@ func TestKernelDefrag(t *testing.T) {
 				k, o := ipFrame(t, c.Frame), ipFrame(t, ours[i])
 				assert.Equal(t, fmt.Sprintf("% x", k[12:]), fmt.Sprintf("% x", o[12:]), "frame %d: kernel (want) vs FrameHost (got)", i+1)
 			}
-			for _, tbl := range h.Ruleset(IPv4).Tables() {
-				for _, ch := range tbl.Chains() {
-					for n, r := range ch.Rules {
-						want, ok := kc.Rule(tbl.ID().String(), ch.Name, n+1)
-						require.True(t, ok, "%s %s rule %d", tbl.ID(), ch.Name, n+1)
-						assert.Equal(t, [2]uint64{want.Packets, want.Bytes}, [2]uint64{r.Counters.Packets, r.Counters.Bytes},
-							"%s %s rule %d: kernel (want) vs packetwalk [packets bytes]", tbl.ID(), ch.Name, n+1)
-					}
-				}
-			}
+			assertSameRuleCounters(t, h, IPv4, kc, true)
 		})
 	}
 }
@@ -193,16 +184,7 @@ func TestKernelDefrag6(t *testing.T) {
 				}
 				assert.Equal(t, fmt.Sprintf("% x", k[12:]), fmt.Sprintf("% x", o[12:]), "frame %d: kernel (want) vs FrameHost (got)", i+1)
 			}
-			for _, tbl := range h.Ruleset(IPv6).Tables() {
-				for _, ch := range tbl.Chains() {
-					for n, r := range ch.Rules {
-						want, ok := kc.Rule(tbl.ID().String(), ch.Name, n+1)
-						require.True(t, ok, "%s %s rule %d", tbl.ID(), ch.Name, n+1)
-						assert.Equal(t, [2]uint64{want.Packets, want.Bytes}, [2]uint64{r.Counters.Packets, r.Counters.Bytes},
-							"%s %s rule %d: kernel (want) vs packetwalk [packets bytes]", tbl.ID(), ch.Name, n+1)
-					}
-				}
-			}
+			assertSameRuleCounters(t, h, IPv6, kc, true)
 		})
 	}
 }

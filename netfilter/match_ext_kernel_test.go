@@ -65,10 +65,7 @@ func extRulesCompare(t *testing.T, lab *kerneltest.Lab, f Family, rules []string
 	}
 	require.NoError(t, err)
 
-	h := NewHost(HostConfig{})
-	require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
-	require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
-	require.NoError(t, h.Restore(f, []byte(text), RestoreOptions{}))
+	h := labHost(t, cfg, HostConfig{}, f, text)
 	d := NewDecoder()
 	for i, fr := range frames {
 		p, err := d.Decode(fr)

@@ -128,10 +128,7 @@ func TestKernelLocalReject(t *testing.T) {
 						require.NoError(t, err)
 						t.Logf("kernel: sendto %v, counters %s\nconntrack %q\nframes:\n%s", sendErr, strings.Join(kc.NonZero(), ", "), ct, obs)
 
-						h := NewHost(HostConfig{})
-						require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
-						require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
-						require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
+						h := labHost(t, cfg, HostConfig{}, fam, rules)
 						p := Packet{Proto: inet.TCP, Src: src, Dst: dst, SrcPort: 40000, DstPort: dport, TCPFlags: inet.SYN, Seq: 1, TTL: 64, Length: 40}
 						if v6 {
 							p.Length = 60

@@ -129,15 +129,7 @@ func TestKernelRouteLocalnet(t *testing.T) {
 					assert.Equal(t, obs.Server[0].Summary.Src, res.Packet.Src, "source on the wire")
 				}
 				assert.Equal(t, sendErr != nil, res.Disposition == Dropped && res.Reason != NoReason && tc.local, "sendto error")
-				for _, tbl := range h.Ruleset(IPv4).Tables() {
-					for _, ch := range tbl.Chains() {
-						for n, r := range ch.Rules {
-							want, ok := kc.Rule(tbl.ID().String(), ch.Name, n+1)
-							require.True(t, ok, "%s %s rule %d", tbl.ID(), ch.Name, n+1)
-							assert.Equal(t, want.Packets, r.Counters.Packets, "%s %s rule %d: kernel (want) vs packetwalk packets", tbl.ID(), ch.Name, n+1)
-						}
-					}
-				}
+				assertSameRuleCounters(t, h, IPv4, kc, false)
 			})
 		}
 	}

@@ -102,10 +102,7 @@ func TestKernelRewriteTargets(t *testing.T) {
 				rs, fam = kerneltest.Ruleset{IPv6: rules}, IPv6
 			}
 			require.NoError(t, lab.ResetRuleset(rs))
-			h := NewHost(HostConfig{})
-			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
-			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
-			require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
+			h := labHost(t, cfg, HostConfig{}, fam, rules)
 			if tc.eth1MTU != 0 {
 				_, _, err := lab.Node().Exec("", "ip", "link", "set", "eth1", "mtu", fmt.Sprint(tc.eth1MTU))
 				require.NoError(t, err)
@@ -140,6 +137,16 @@ func TestKernelRewriteTargets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// assertSameOut requires that the kernel let exactly one frame out on a
+// side (out, of obs) and packetwalk one too (res), and compares their IP
+// packets byte for byte.
+func assertSameOut(t *testing.T, obs kerneltest.Observation, out []kerneltest.Captured, res FrameResult, what string) {
+	t.Helper()
+	require.Len(t, out, 1, "%s: kernel: %s", what, obs)
+	require.NotNil(t, res.Frame, "%s: packetwalk let nothing out: %v %s", what, res.Disposition, res.Reason)
+	assert.Equal(t, fmt.Sprintf("% x", ipPart(t, out[0].Frame)), fmt.Sprintf("% x", ipPart(t, res.Frame)), what)
 }
 
 // ipPart returns a frame from the EtherType on, without Ethernet padding
@@ -198,10 +205,7 @@ func TestKernelNETMAP(t *testing.T) {
 				rs, fam = kerneltest.Ruleset{IPv6: rules}, IPv6
 			}
 			require.NoError(t, lab.ResetRuleset(rs))
-			h := NewHost(HostConfig{})
-			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
-			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
-			require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
+			h := labHost(t, cfg, HostConfig{}, fam, rules)
 			fh := NewFrameHost(h)
 
 			frame, err := lab.Frame(tc.spec)
@@ -210,9 +214,7 @@ func TestKernelNETMAP(t *testing.T) {
 			require.NoError(t, err)
 			res, err := fh.ReceiveFrame("eth0", frame)
 			require.NoError(t, err)
-			require.Len(t, obs.Server, 1, "kernel: %s", obs)
-			require.NotNil(t, res.Frame, "packetwalk did not forward: %v %s", res.Disposition, res.Reason)
-			assert.Equal(t, fmt.Sprintf("% x", ipPart(t, obs.Server[0].Frame)), fmt.Sprintf("% x", ipPart(t, res.Frame)), "forwarded frame")
+			assertSameOut(t, obs, obs.Server, res, "forwarded frame")
 
 			reply := kerneltest.FrameSpec{Proto: tc.spec.Proto, Src: tc.replySrc, Dst: tc.replyDst, SrcPort: tc.spec.DstPort, DstPort: tc.spec.SrcPort, ID: 77, PayloadLen: 4}
 			if tc.spec.Proto == "tcp" {
@@ -225,9 +227,7 @@ func TestKernelNETMAP(t *testing.T) {
 			require.NoError(t, err)
 			res, err = fh.ReceiveFrame("eth1", rf)
 			require.NoError(t, err)
-			require.Len(t, obs.Client, 1, "kernel: %s", obs)
-			require.NotNil(t, res.Frame, "packetwalk did not forward the reply: %v %s", res.Disposition, res.Reason)
-			assert.Equal(t, fmt.Sprintf("% x", ipPart(t, obs.Client[0].Frame)), fmt.Sprintf("% x", ipPart(t, res.Frame)), "reply frame")
+			assertSameOut(t, obs, obs.Client, res, "reply frame")
 		})
 	}
 }
@@ -269,16 +269,7 @@ func TestKernelNFQUEUE(t *testing.T) {
 			assert.Equal(t, tc.forward, res.Frame != nil, "packetwalk: %v %s", res.Disposition, res.Reason)
 			cnt, err := lab.Counters()
 			require.NoError(t, err)
-			mine := h.Ruleset(IPv4)
-			for _, tb := range mine.Tables() {
-				for _, ch := range tb.Chains() {
-					for i, r := range ch.Rules {
-						kc, ok := cnt.Rule(tb.ID().String(), ch.Name, i+1)
-						require.True(t, ok)
-						assert.Equal(t, kc.Packets, r.Counters.Packets, "%s %s rule %d", tb.ID(), ch.Name, i+1)
-					}
-				}
-			}
+			assertSameRuleCounters(t, h, IPv4, cnt, false)
 		})
 	}
 }
@@ -326,10 +317,7 @@ func TestKernelNPT(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rules := mangle + tc.rules + "COMMIT\n"
 			require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv6: rules}))
-			h := NewHost(HostConfig{})
-			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
-			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
-			require.NoError(t, h.Restore(IPv6, []byte(rules), RestoreOptions{}))
+			h := labHost(t, cfg, HostConfig{}, IPv6, rules)
 			spec := kerneltest.FrameSpec{Proto: tc.proto, Src: cfg.Client6.Addr(), Dst: tc.dst, SrcPort: 7000, DstPort: 53, PayloadLen: 6}
 			if tc.proto == "tcp" {
 				spec.TCPFlags, spec.Seq, spec.PayloadLen = "SYN", 99, 0
@@ -340,9 +328,7 @@ func TestKernelNPT(t *testing.T) {
 			require.NoError(t, err)
 			res, err := NewFrameHost(h).ReceiveFrame("eth0", frame)
 			require.NoError(t, err)
-			require.Len(t, obs.Server, 1, "kernel: %s", obs)
-			require.NotNil(t, res.Frame, "packetwalk did not forward: %v %s", res.Disposition, res.Reason)
-			assert.Equal(t, fmt.Sprintf("% x", ipPart(t, obs.Server[0].Frame)), fmt.Sprintf("% x", ipPart(t, res.Frame)), "forwarded frame")
+			assertSameOut(t, obs, obs.Server, res, "forwarded frame")
 		})
 	}
 }

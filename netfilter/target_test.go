@@ -82,6 +82,8 @@ func TestTargetErrors(t *testing.T) {
 		{IPv4, "-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 1:2", ErrBadValue},
 		{IPv4, "-t nat -A POSTROUTING -p tcp -j MASQUERADE --to-ports 1-2/3", ErrNotModelled},
 		{IPv6, "-t nat -A PREROUTING -j DNAT --to-destination 10.0.0.1", ErrBadValue},
+		{IPv6, "-t nat -A OUTPUT -p ipv6-icmp -j REDIRECT --to-ports 22", ErrNotAllowed},
+		{IPv6, "-t nat -A POSTROUTING -p ipv6-icmp -j MASQUERADE --to-ports 80", ErrNotAllowed},
 		{IPv4, "-A INPUT -j LOG --log-level 8", ErrBadValue},
 		{IPv4, "-A INPUT -j NFLOG --nflog-group 65536", ErrBadValue},
 		{IPv4, "-t raw -A PREROUTING -j CT --helper ftp", ErrNotModelled},
@@ -192,6 +194,32 @@ func TestRejectOnHost(t *testing.T) {
 	assert.Equal(t, a("10.0.0.2"), e.Dst)
 	assert.Equal(t, uint8(10), e.ICMPCode)
 	assert.Equal(t, 28+60, e.Length)
+}
+
+// TestNATPortsICMP6: ip6tables 1.8.9 takes NAT ports after "-p icmp"
+// (protocol 1, as iptables does), not after "-p ipv6-icmp" (TestTargetErrors);
+// the -S lines are ip6tables -S's.
+func TestNATPortsICMP6(t *testing.T) {
+	rs := NewRuleset(IPv6)
+	for _, line := range []string{
+		"-A OUTPUT -p icmp -j REDIRECT --to-ports 22-30000 --random",
+		"-A OUTPUT -p icmp -j DNAT --to-destination [fd00::1]:80",
+		"-A POSTROUTING -p icmp -j SNAT --to-source [fd00::1]:80",
+		"-A POSTROUTING -p icmp -j MASQUERADE --to-ports 80",
+	} {
+		require.NoError(t, rs.Exec("-t nat "+line), line)
+	}
+	b, err := rs.AppendRules(nil, NAT, "", 0, false)
+	require.NoError(t, err)
+	assert.Equal(t, `-P PREROUTING ACCEPT
+-P INPUT ACCEPT
+-P OUTPUT ACCEPT
+-P POSTROUTING ACCEPT
+-A OUTPUT -p icmp -j REDIRECT --to-ports 22-30000 --random
+-A OUTPUT -p icmp -j DNAT --to-destination [fd00::1]:80
+-A POSTROUTING -p icmp -j SNAT --to-source [fd00::1]:80
+-A POSTROUTING -p icmp -j MASQUERADE --to-ports 80
+`, string(b))
 }
 
 func TestNATTargetRequest(t *testing.T) {

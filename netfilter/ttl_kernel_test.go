@@ -64,10 +64,7 @@ func TestKernelTTLExceeded(t *testing.T) {
 			}
 			require.NoError(t, lab.ResetRuleset(rs))
 
-			h := NewHost(HostConfig{})
-			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
-			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
-			require.NoError(t, h.Restore(fam, []byte(rules), RestoreOptions{}))
+			h := labHost(t, cfg, HostConfig{}, fam, rules)
 			fh := NewFrameHost(h)
 
 			var frames [][]byte
