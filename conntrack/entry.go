@@ -167,7 +167,8 @@ type Entry struct {
 	Use uint32
 
 	pending  time.Duration // timeout to apply at confirmation
-	udpStart time.Time     // last unconfirmed packet, for the UDP stream rule
+	udpStart int64         // last unconfirmed packet (Unix ns), for the UDP stream rule
+	timer    int64         // the deadline slot the entry is filed under, 0 if none (expiry.go)
 	tcp      tcpInfo
 }
 

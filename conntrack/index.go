@@ -12,9 +12,16 @@ import (
 // open-addressing table with linear probing: every packet looks a tuple
 // up, and a Go map keyed by the 64-byte tuple spent most of a lookup
 // hashing and comparing the key.
+//
+// A tuple's home slot is the top bits of its hash, so slots are in hash
+// order apart from probe runs: the tuples whose hashes fall in a range
+// are found by scanning the slots of that range (see rangeSlots), which
+// is how the table finds the kernel's hash buckets near a new tuple for
+// early drop.
 type index struct {
 	slots    []slot // a power of two long, or empty
 	used     int
+	shift    uint8 // 32 - log2(len(slots)): home(h) = h >> shift
 	bySource bool
 }
 
@@ -98,7 +105,7 @@ func sameTuple(t, u *Tuple) bool {
 // go, and whether it was found.
 func (x *index) find(t *Tuple, h uint32) (int, bool) {
 	mask := len(x.slots) - 1
-	for i := int(h) & mask; ; i = (i + 1) & mask {
+	for i := int(h >> x.shift); ; i = (i + 1) & mask {
 		s := &x.slots[i]
 		if s.e == nil {
 			return i, false
@@ -141,12 +148,13 @@ func (x *index) put(e *Entry, dir Dir) {
 func (x *index) grow() {
 	old := x.slots
 	x.slots = make([]slot, max(2*len(old), 16))
+	x.shift = uint8(32 - bits.TrailingZeros(uint(len(x.slots))))
 	mask := len(x.slots) - 1
 	for _, s := range old {
 		if s.e == nil {
 			continue
 		}
-		i := int(s.hash) & mask
+		i := int(s.hash >> x.shift)
 		for x.slots[i].e != nil {
 			i = (i + 1) & mask
 		}
@@ -167,7 +175,7 @@ func (x *index) del(t *Tuple, e *Entry) bool {
 	// hole unless that would put them before their home slot.
 	mask := len(x.slots) - 1
 	for j := (i + 1) & mask; x.slots[j].e != nil; j = (j + 1) & mask {
-		home := int(x.slots[j].hash) & mask
+		home := int(x.slots[j].hash >> x.shift)
 		if (j-home)&mask >= (j-i)&mask {
 			x.slots[i] = x.slots[j]
 			i = j
@@ -183,6 +191,30 @@ func (x *index) entries(f func(e *Entry)) {
 	for i := range x.slots {
 		if s := &x.slots[i]; s.e != nil && s.dir == Original {
 			f(s.e)
+		}
+	}
+}
+
+// rangeSlots calls f for every slot whose hash h has lo <= h < hi
+// (hi at most 1<<32). It scans the slots those hashes call home and the
+// probe run that continues past them: f must not change the index.
+func (x *index) rangeSlots(lo, hi uint64, f func(s *slot)) {
+	if x.used == 0 || lo >= hi {
+		return
+	}
+	mask := len(x.slots) - 1
+	start := int(lo >> x.shift)
+	span := int((hi-1)>>x.shift) - start
+	for n := range len(x.slots) {
+		s := &x.slots[(start+n)&mask]
+		if s.e == nil {
+			if n > span {
+				return
+			}
+			continue
+		}
+		if h := uint64(s.hash); h >= lo && h < hi {
+			f(s)
 		}
 	}
 }

@@ -340,7 +340,7 @@ func (t *Table) tcpInvalid(e *Entry, dir Dir, idx tcpIndex) {
 			return
 		}
 		if left > t.timeouts.TCPUnacknowledged && e.Confirmed() {
-			e.Expires = t.clock.Now().Add(t.timeouts.TCPUnacknowledged)
+			t.setExpires(e, t.clock.Now().Add(t.timeouts.TCPUnacknowledged))
 		}
 		return
 	}
