@@ -17,22 +17,21 @@ const slotShift = 30
 
 // timers is the table's deadline index.
 type timers struct {
-	base  int64 // slot number of the table's creation, minus one
 	slots map[int64][]*Entry
 	heap  []int64 // slot keys, a min-heap; a key may outlive its list
 	refs  int     // references held in slots, stale ones included
 }
 
-func (w *timers) init(now time.Time) {
-	w.base = now.UnixNano()>>slotShift - 1
-	w.slots = map[int64][]*Entry{}
+func (w *timers) reset() {
+	w.slots = nil
 	w.heap = w.heap[:0]
 	w.refs = 0
 }
 
-// key returns the slot of deadline at, at least 1 (0 means unfiled).
+// key returns the slot of deadline at: its Unix time in units of 2^30 ns,
+// at least 1 (0 means unfiled; earlier deadlines share slot 1).
 func (w *timers) key(at time.Time) int64 {
-	return max(at.UnixNano()>>slotShift-w.base, 1)
+	return max(at.UnixNano()>>slotShift, 1)
 }
 
 // schedule files a confirmed entry under its deadline's slot unless it is
@@ -42,6 +41,9 @@ func (t *Table) schedule(e *Entry) {
 	k := w.key(e.Expires)
 	if e.timer != 0 && e.timer <= k {
 		return
+	}
+	if w.slots == nil {
+		w.slots = map[int64][]*Entry{}
 	}
 	list, ok := w.slots[k]
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/packetwalk/packetwalk/inet"
+	"iter"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -150,7 +151,6 @@ func NewTable(cfg Config) *Table {
 	if cfg.Buckets <= 0 {
 		t.buckets = DefaultBuckets
 	}
-	t.timers.init(t.clock.Now())
 	if cfg.TCPMaxRetrans == 0 {
 		t.tcpMaxRetrans = 3
 	}
@@ -492,6 +492,25 @@ func (t *Table) earlyDrop(h uint32) bool {
 	return false
 }
 
+// All yields the live entries in table order (hash order, as the kernel
+// lists them), without sorting, copying or reaping: the way to walk a
+// large table. Expired entries are skipped. The table must not change
+// during the walk.
+func (t *Table) All() iter.Seq[*Entry] {
+	return func(yield func(*Entry) bool) {
+		now := t.clock.Now()
+		for i := range t.idx.slots {
+			s := &t.idx.slots[i]
+			if s.e == nil || s.dir != Original || !now.Before(s.e.Expires) {
+				continue
+			}
+			if !yield(s.e) {
+				return
+			}
+		}
+	}
+}
+
 // Entries returns the live entries sorted by original tuple (protocol,
 // source, destination, ports), then reply tuple. It reaps expired entries
 // first. The kernel lists in hash order; sorting keeps output stable.
@@ -577,7 +596,7 @@ func (t *Table) Flush() int {
 	t.idx.clear()
 	t.bySrc.clear()
 	t.count = 0
-	t.timers.init(t.clock.Now())
+	t.timers.reset()
 	return n
 }
 
