@@ -41,12 +41,19 @@ func fill(t *testing.T, tb *Table, now time.Time, assured bool, tps ...Tuple) []
 // NF_CT_EVICTION_RANGE 8; docs/kernel-notes.md "Conntrack table full").
 func TestEarlyDropNeighbourhood(t *testing.T) {
 	const buckets = 1024
-	newTuple := udpFlow(0)
+	// A new tuple hashed into one of the last buckets: the neighbourhood
+	// wraps around to bucket 0.
+	var newTuple Tuple
+	for i := 1 << 15; ; i++ {
+		if newTuple = udpFlow(i); bucketOf(newTuple, buckets) >= buckets-3 {
+			break
+		}
+	}
 	home := bucketOf(newTuple, buckets)
 	// Find flows at a given distance from the new tuple's bucket; their
 	// reply tuples must lie outside the neighbourhood.
 	near := func(dist uint64) Tuple {
-		for i := 1; i < 1<<16; i++ {
+		for i := 1; i < 1<<15; i++ {
 			tp := udpFlow(i)
 			r := (bucketOf(tp.Reverse(), buckets) - home + buckets) % buckets
 			if (bucketOf(tp, buckets)-home+buckets)%buckets == dist && r > 16 {
@@ -59,7 +66,7 @@ func TestEarlyDropNeighbourhood(t *testing.T) {
 	for _, tc := range []struct {
 		dist    uint64
 		dropped bool
-	}{{0, true}, {7, true}, {8, false}, {100, false}} {
+	}{{0, true}, {buckets - home, true}, {7, true}, {8, false}, {100, false}} { // buckets-home: bucket 0
 		t.Run(fmt.Sprint(tc.dist), func(t *testing.T) {
 			tb, clk := newTestTable(t, Config{Max: 2, Buckets: buckets})
 			victim := fill(t, tb, clk.Now(), false, near(tc.dist))[0]

@@ -30,6 +30,13 @@ var (
 	ErrBadRange = errors.New("bad NAT range")
 )
 
+// fullError is ErrTableFull for a new connection's tuple, formatted only
+// when printed: a full table refuses packets at a high rate.
+type fullError struct{ tuple Tuple }
+
+func (e *fullError) Error() string { return "new " + e.tuple.String() + ": " + ErrTableFull.Error() }
+func (e *fullError) Unwrap() error { return ErrTableFull }
+
 // DefaultMax is the nf_conntrack_max used when Config.Max is zero. The
 // kernel derives its default from memory size; 262144 is a common value.
 const DefaultMax = 262144
@@ -280,7 +287,7 @@ func (t *Table) create(f *Facts, now time.Time) (Info, error) {
 	}
 	if !t.room(hashTuple(&f.Tuple)) {
 		t.stats.Drop++
-		return Info{}, fmt.Errorf("new %v: %w", f.Tuple, ErrTableFull)
+		return Info{}, &fullError{f.Tuple}
 	}
 	e := &Entry{Original: f.Tuple, Use: 1, ID: t.rng.Uint32(), udpStart: now.UnixNano()}
 	f.Tuple.reverseInto(&e.Reply)
@@ -466,10 +473,11 @@ func (t *Table) room(h uint32) bool {
 func (t *Table) earlyDrop(h uint32) bool {
 	b := uint64(h) * t.buckets >> 32 // the kernel's reciprocal_scale
 	now := t.clock.Now()
-	for i := range uint64(evictionRange) {
-		bk := (b + i) % t.buckets
-		lo := (bk<<32 + t.buckets - 1) / t.buckets
-		hi := ((bk+1)<<32 + t.buckets - 1) / t.buckets
+	// Bucket bk holds the hashes from ceil(bk<<32/buckets) on.
+	first := func(bk uint64) uint64 { return (bk<<32 + t.buckets - 1) / t.buckets }
+	bk, lo := b, first(b)
+	for range evictionRange {
+		hi := first(bk + 1)
 		t.scratch = t.scratch[:0]
 		t.idx.rangeSlots(lo, hi, func(s *slot) { t.scratch = append(t.scratch, s.e) })
 		drops := 0
@@ -488,6 +496,10 @@ func (t *Table) earlyDrop(h uint32) bool {
 			t.stats.EarlyDrop += uint64(drops)
 			return true
 		}
+		if bk++; bk == t.buckets {
+			bk, hi = 0, 0
+		}
+		lo = hi
 	}
 	return false
 }

@@ -195,3 +195,66 @@ func CTFullBench(b *testing.B, c *CTTable) {
 		i++
 	}
 }
+
+// CTEntries returns n assured, established TCP entries for Table.Insert,
+// as `conntrack -I` would create them, and the same as `conntrack -R`
+// input lines.
+func CTEntries(n int, now time.Time) ([]*conntrack.Entry, []byte) {
+	es := make([]*conntrack.Entry, n)
+	var text []byte
+	for i := range es {
+		tp := CTConn(i, inet.ACK, false).Tuple
+		es[i] = &conntrack.Entry{Original: tp, Reply: tp.Reverse(), TCPState: conntrack.TCPEstablished,
+			Status: conntrack.StatusSeenReply | conntrack.StatusAssured, Expires: now.Add(time.Hour)}
+		text = fmt.Appendf(text, "-I -p tcp -s %s -d %s --sport %d --dport %d --state ESTABLISHED -t 3600 -u SEEN_REPLY,ASSURED\n",
+			tp.Src, tp.Dst, tp.SrcPort, tp.DstPort)
+	}
+	return es, text
+}
+
+// CTInsertEntriesBench adds n prepared entries to an empty table per
+// iteration (Table.Insert, the model's `conntrack -I`); ns/conn.
+func CTInsertEntriesBench(b *testing.B, n int) {
+	for range b.N {
+		b.StopTimer()
+		c := newCT(n)
+		es, _ := CTEntries(n, c.clock.now)
+		b.StartTimer()
+		for _, e := range es {
+			if err := c.Table.Insert(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/conn")
+}
+
+// CTExpireOnce fills a table of n connections, moves the clock past their
+// timeout and returns the ns per connection of the Expire that removes
+// them all (the benchmark without its repeated untimed fills).
+func CTExpireOnce(n int) (float64, error) {
+	c, err := NewCT(n)
+	if err != nil {
+		return 0, err
+	}
+	c.clock.now = c.clock.now.Add(conntrack.DefaultTimeouts().TCPEstablished + time.Second)
+	start := time.Now()
+	if got := c.Table.Expire(); got != n {
+		return 0, fmt.Errorf("expired %d of %d", got, n)
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(n), nil
+}
+
+// CTInsertEntriesOnce returns the ns per entry of inserting n prepared
+// entries into an empty table.
+func CTInsertEntriesOnce(n int) (float64, error) {
+	c := newCT(n)
+	es, _ := CTEntries(n, c.clock.now)
+	start := time.Now()
+	for _, e := range es {
+		if err := c.Table.Insert(e); err != nil {
+			return 0, err
+		}
+	}
+	return float64(time.Since(start).Nanoseconds()) / float64(n), nil
+}

@@ -7,7 +7,13 @@
 // is the median of -count runs: a shared virtual machine's speed drifts by
 // some 10% from one minute to the next.
 //
+// With -conntrack it prints the conntrack table instead: a table of
+// 10,000, 100,000 and 1,000,000 connections (-ct-sizes), and with
+// PACKETWALK_KERNEL=1 the kernel's `conntrack -R` and `conntrack -L` on
+// as many entries, where they fit under nf_conntrack_max.
+//
 //	go run ./internal/bench/cmd/benchtable [-sizes 100,1000,10000] [-burst 1000] [-count 3]
+//	go run ./internal/bench/cmd/benchtable -conntrack [-ct-sizes 10000,100000,1000000] [-count 3]
 package main
 
 import (
@@ -27,10 +33,15 @@ func main() {
 	sizes := flag.String("sizes", "100,1000,10000", "numbers of services, comma-separated")
 	burst := flag.Int("burst", 1000, "new connections per kernel burst")
 	count := flag.Int("count", 3, "runs per size; each cell is their median")
+	ct := flag.Bool("conntrack", false, "print the conntrack table instead")
+	ctSizes := flag.String("ct-sizes", "10000,100000,1000000", "conntrack table sizes, comma-separated")
 	flag.Parse()
 	if *count < 1 {
 		fmt.Fprintln(os.Stderr, "benchtable: -count must be at least 1")
 		os.Exit(2)
+	}
+	if *ct {
+		sizes = ctSizes
 	}
 	var ns []int
 	for _, f := range strings.Split(*sizes, ",") {
@@ -45,6 +56,23 @@ func main() {
 	if kernel && os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "benchtable: PACKETWALK_KERNEL=1 needs root")
 		os.Exit(1)
+	}
+	if *ct {
+		var rows []ctRow
+		for _, n := range ns {
+			var runs []ctRow
+			for range *count {
+				r, err := measureCT(n, kernel)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "benchtable: %d connections: %v\n", n, err)
+					os.Exit(1)
+				}
+				runs = append(runs, r)
+			}
+			rows = append(rows, medianCTRow(runs))
+		}
+		printCTTable(rows, kernel)
+		return
 	}
 	var rows []row
 	for _, n := range ns {
