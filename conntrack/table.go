@@ -289,7 +289,7 @@ func (t *Table) create(f *Facts, now time.Time) (Info, error) {
 		t.stats.Drop++
 		return Info{}, &fullError{f.Tuple}
 	}
-	e := &Entry{Original: f.Tuple, Use: 1, ID: t.rng.Uint32(), udpStart: now.UnixNano()}
+	e := &Entry{Original: f.Tuple, Use: 1, ID: t.rng.Uint32()}
 	f.Tuple.reverseInto(&e.Reply)
 	if f.Proto == inet.TCP {
 		e.tcp.initWindow(f)
@@ -305,7 +305,7 @@ func (t *Table) packet(e *Entry, dir Dir, f *Facts, now time.Time) verdict {
 		return t.tcpPacket(e, dir, f, now)
 	case f.Proto == inet.UDP || f.Proto == 136: // UDP-Lite shares the UDP timeouts
 		if !e.Confirmed() {
-			e.udpStart = now.UnixNano()
+			e.setUDPStart(now.UnixNano())
 		}
 		if e.Status&StatusSeenReply == 0 {
 			t.refresh(e, dir, f.Len, t.timeouts.UDP, now)
@@ -313,7 +313,7 @@ func (t *Table) packet(e *Entry, dir Dir, f *Facts, now time.Time) verdict {
 		}
 		// Still active more than two seconds after the first packets:
 		// a stream, which earns the long timeout and ASSURED.
-		if now.UnixNano()-e.udpStart > int64(2*time.Second) {
+		if now.UnixNano()-e.udpStart() > int64(2*time.Second) {
 			t.refresh(e, dir, f.Len, t.timeouts.UDPStream, now)
 			if e.Status&StatusNATClash == 0 {
 				e.Status |= StatusAssured
@@ -344,7 +344,7 @@ func (t *Table) refresh(e *Entry, dir Dir, length int, d time.Duration, now time
 	if e.Confirmed() {
 		t.setExpires(e, now.Add(d))
 	} else {
-		e.pending = d
+		e.timer = int64(d) // until Confirm
 	}
 }
 
@@ -384,7 +384,7 @@ func (t *Table) Confirm(e *Entry) error {
 		}
 	}
 	e.Status |= StatusConfirmed
-	e.Expires = now.Add(e.pending)
+	e.Expires = now.Add(time.Duration(e.timer))
 	t.insert(e)
 	return nil
 }

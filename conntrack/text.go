@@ -524,7 +524,7 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 	}
 	deriveNATStatus(e)
 	if e.TCPState >= TCPFinWait && e.TCPState <= TCPClose {
-		e.tcp.closeInit[Original] = true // a FIN (or RST) was seen; which side is not printed
+		e.tcp.seen[Original].flags |= seenCloseInit // a FIN (or RST) was seen; which side is not printed
 	}
 	e.Expires = now.Add(time.Duration(secs) * time.Second)
 	return e, f, nil
