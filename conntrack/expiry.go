@@ -1,6 +1,9 @@
 package conntrack
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Expiry without scanning the table. Every confirmed entry is filed under
 // the slot of its deadline (slots of 2^30 ns, about a second) in a map
@@ -20,12 +23,17 @@ type timers struct {
 	slots map[int64][]*Entry
 	heap  []int64 // slot keys, a min-heap; a key may outlive its list
 	refs  int     // references held in slots, stale ones included
+	// cur is the slot Expire last scanned because now was in it, and
+	// curMin the earliest deadline (Unix ns) left there: until now
+	// reaches it, the slot need not be scanned again.
+	cur, curMin int64
 }
 
 func (w *timers) reset() {
 	w.slots = nil
 	w.heap = w.heap[:0]
 	w.refs = 0
+	w.cur = 0
 }
 
 // key returns the slot of deadline at: its Unix time in units of 2^30 ns,
@@ -39,6 +47,9 @@ func (w *timers) key(at time.Time) int64 {
 func (t *Table) schedule(e *Entry) {
 	w := &t.timers
 	k := w.key(e.Expires)
+	if k == w.cur {
+		w.curMin = min(w.curMin, e.Expires.UnixNano())
+	}
 	if e.timer != 0 && e.timer <= k {
 		return
 	}
@@ -70,6 +81,7 @@ func (t *Table) refile() {
 	clear(w.slots)
 	w.heap = w.heap[:0]
 	w.refs = 0
+	w.cur = 0
 	t.idx.entries(func(e *Entry) { e.timer = 0 })
 	t.idx.entries(func(e *Entry) { t.schedule(e) })
 }
@@ -84,6 +96,9 @@ func (t *Table) Expire() int {
 	n := 0
 	for len(w.heap) > 0 && w.heap[0] < nowKey {
 		k := w.pop()
+		if k == w.cur {
+			w.cur = 0
+		}
 		list := w.slots[k]
 		delete(w.slots, k)
 		w.refs -= len(list)
@@ -103,9 +118,14 @@ func (t *Table) Expire() int {
 			}
 		}
 	}
-	// The current slot holds deadlines on both sides of now.
+	// The current slot holds deadlines on both sides of now; it is
+	// scanned again only once now reaches the earliest left.
+	if w.cur == nowKey && now.UnixNano() < w.curMin {
+		return n
+	}
 	if list, ok := w.slots[nowKey]; ok {
 		keep := list[:0]
+		earliest := int64(math.MaxInt64)
 		for _, e := range list {
 			switch {
 			case e.timer != nowKey:
@@ -116,12 +136,14 @@ func (t *Table) Expire() int {
 				}
 			default:
 				keep = append(keep, e)
+				earliest = min(earliest, e.Expires.UnixNano())
 				continue
 			}
 			w.refs--
 		}
 		clear(list[len(keep):])
 		w.slots[nowKey] = keep
+		w.cur, w.curMin = nowKey, earliest
 	}
 	return n
 }

@@ -72,3 +72,25 @@ func TestExpireMatchesScan(t *testing.T) {
 }
 
 func all(tb *Table) []*Entry { return slices.Collect(tb.All()) }
+
+// A deadline moved earlier inside the slot Expire last scanned (the slot
+// now is in) is still honoured: Expire skips rescanning that slot only
+// until the earliest deadline left in it.
+func TestExpireCurrentSlotShortened(t *testing.T) {
+	tb, clk := newTestTable(t, Config{Timeouts: Timeouts{UDP: 900 * time.Millisecond, TCPSynSent: 800 * time.Millisecond,
+		TCPClose: 100 * time.Millisecond}.WithDefaults()})
+	clk.now = time.Unix(0, (clk.now.UnixNano()>>slotShift+1)<<slotShift) // the start of a slot
+	x := track(t, tb, udpFacts("10.0.0.1:1", "10.0.0.2:53")).Entry
+	require.NoError(t, tb.Confirm(x))
+	y := track(t, tb, tcpFacts("10.0.0.1:2", "10.0.0.2:80", syn)).Entry
+	require.NoError(t, tb.Confirm(y))
+	require.Zero(t, tb.Expire()) // scans the current slot: earliest left 0.8 s
+	tb.SetClosing(y)             // now 0.1 s
+	clk.Advance(500 * time.Millisecond)
+	require.Equal(t, 1, tb.Expire())
+	require.False(t, tb.live(y))
+	require.True(t, tb.live(x))
+	clk.Advance(400 * time.Millisecond)
+	require.Equal(t, 1, tb.Expire())
+	require.Zero(t, tb.Len())
+}
