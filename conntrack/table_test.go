@@ -58,6 +58,8 @@ func TestUnconfirmedEntryIsInvisible(t *testing.T) {
 	err := tb.Confirm(a.Entry)
 	require.ErrorIs(t, err, ErrClash)
 	assert.Contains(t, err.Error(), "src=10.0.0.2 dst=10.0.0.1 sport=1000 dport=53")
+	// The refused confirmation counts as the kernel's insert_failed.
+	assert.Equal(t, Stats{InsertFailed: 1}, tb.Stats())
 }
 
 func TestICMP(t *testing.T) {
