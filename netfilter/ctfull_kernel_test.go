@@ -198,6 +198,33 @@ func TestKernelConntrackTableFull(t *testing.T) {
 			// a bucket holding two is about 1e-4).
 			assert.Greater(t, kMost, uint64(1))
 			assert.Greater(t, most, uint64(1))
+
+			// conntrack -I at the limit early-drops too (from bucket 0,
+			// ctnetlink having no packet hash): refill to the limit and one
+			// more; the last insert succeeds by dropping, counting no drop.
+			extra, modelExtra := ctMax-kCount+1, ctMax-h.Conntrack().Len()+1
+			var more strings.Builder
+			for i := range max(extra, modelExtra) {
+				e, line := fillEntry(n+i, false, h.Clock().Now())
+				if i < extra {
+					more.WriteString(line)
+				}
+				if i < modelExtra {
+					require.NoError(t, h.Conntrack().Insert(e), "packetwalk insert %d of %d", i+1, modelExtra)
+				}
+			}
+			require.NoError(t, os.WriteFile(file, []byte(more.String()), 0o644))
+			before = ctStats(t, node)
+			_, _, err = node.Exec("", "conntrack", "-R", file)
+			require.NoError(t, err)
+			after = ctStats(t, node)
+			t.Logf("kernel: %d more inserts, insert +%d, early_drop +%d, drop +%d, count %d", extra,
+				after["insert"]-before["insert"], after["early_drop"]-before["early_drop"], after["drop"]-before["drop"], ctCount(t, node))
+			assert.Equal(t, uint64(extra), after["insert"]-before["insert"])
+			assert.GreaterOrEqual(t, after["early_drop"]-before["early_drop"], uint64(1))
+			assert.Zero(t, after["drop"]-before["drop"])
+			assert.Greater(t, h.Conntrack().Stats().EarlyDrop, st.EarlyDrop)
+			assert.Equal(t, st.Drop, h.Conntrack().Stats().Drop)
 		})
 	}
 }
