@@ -94,3 +94,18 @@ func TestExpireCurrentSlotShortened(t *testing.T) {
 	require.Equal(t, 1, tb.Expire())
 	require.Zero(t, tb.Len())
 }
+
+// Flush counts the live entries only, as `conntrack -F` reports the
+// entries it deleted: expired ones were already gone.
+func TestFlushCountsLive(t *testing.T) {
+	tb, clk := newTestTable(t, Config{})
+	for i, d := range []time.Duration{time.Minute, time.Hour, 2 * time.Hour} {
+		tp := udpFlow(i)
+		require.NoError(t, tb.Insert(&Entry{Original: tp, Reply: tp.Reverse(), Expires: clk.Now().Add(d)}))
+	}
+	clk.Advance(90 * time.Second)
+	require.Equal(t, 3, tb.Len())
+	require.Equal(t, 2, tb.Flush())
+	require.Zero(t, tb.Len())
+	require.Zero(t, tb.Expire())
+}

@@ -603,7 +603,8 @@ func (t *Table) Delete(f Filter) int {
 
 // Flush removes every entry (`conntrack -F`) and returns how many were live.
 func (t *Table) Flush() int {
-	n := len(t.Entries())
+	t.Expire() // what is left is live
+	n := t.count
 	t.idx.entries(func(e *Entry) { e.timer = 0 })
 	t.idx.clear()
 	t.bySrc.clear()
