@@ -53,12 +53,25 @@
 // NAT port and address choice follows get_unique_tuple (see
 // [Table.SetupNAT]); random choices come from the table's seeded source,
 // so runs are reproducible but do not reproduce the kernel's numbers.
-// When the table holds Config.Max entries, a new connection evicts a
-// non-ASSURED entry or its packet is dropped ([ErrTableFull]).
+// When the table holds Config.Max entries (nf_conntrack_max), a new
+// connection runs the kernel's early drop: the entries that are not
+// ASSURED in the first of eight hash buckets from the new tuple's
+// (Config.Buckets, nf_conntrack_buckets) holding any are dropped; if
+// there are none the packet is dropped ([ErrTableFull]). [Table.Stats]
+// counts both as `conntrack -S` does (drop, early_drop).
 //
 // Time is injected ([Clock]): nothing expires until the clock moves.
 // Expired entries are removed lazily when a lookup meets them, and all at
-// once by [Table.Expire]; [Table.Entries] never returns them.
+// once by [Table.Expire], whose cost is that of the entries due (entries
+// are filed by deadline); [Table.Entries] never returns them.
+//
+// # Scale
+//
+// A table of a million connections keeps about 390 bytes per entry (the
+// 288-byte Entry, its tuples' index slots and its expiry filing); an
+// established packet's lookup costs the same at any size. [Table.All]
+// walks the entries without copying them and [Format.TableOrder] lists
+// them as a stream.
 //
 // # Text
 //

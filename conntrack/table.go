@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/packetwalk/packetwalk/inet"
+	"iter"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -29,9 +30,25 @@ var (
 	ErrBadRange = errors.New("bad NAT range")
 )
 
+// fullError is ErrTableFull for a new connection's tuple, formatted only
+// when printed: a full table refuses packets at a high rate.
+type fullError struct{ tuple Tuple }
+
+func (e *fullError) Error() string { return "new " + e.tuple.String() + ": " + ErrTableFull.Error() }
+func (e *fullError) Unwrap() error { return ErrTableFull }
+
 // DefaultMax is the nf_conntrack_max used when Config.Max is zero. The
 // kernel derives its default from memory size; 262144 is a common value.
 const DefaultMax = 262144
+
+// DefaultBuckets is the nf_conntrack_buckets used when Config.Buckets is
+// zero (the kernel sizes its hash from memory too; 262144 on the test
+// machine, whatever nf_conntrack_max is set to).
+const DefaultBuckets = 262144
+
+// evictionRange is how many hash buckets, from the new tuple's on, the
+// kernel searches for entries to drop early (NF_CT_EVICTION_RANGE).
+const evictionRange = 8
 
 // Config configures a [Table]. The zero value of each field selects the
 // kernel default, except Clock, which is required.
@@ -43,6 +60,13 @@ type Config struct {
 	Timeouts Timeouts
 	// Max is nf_conntrack_max; zero means DefaultMax.
 	Max int
+	// Buckets is nf_conntrack_buckets, the size of the kernel's hash
+	// table; zero means DefaultBuckets. It sets the neighbourhood early
+	// drop searches when the table is full: the entries hashed into the
+	// evictionRange buckets from the new tuple's (docs/kernel-notes.md,
+	// "Conntrack table full"). The model's hash is its own, so which
+	// entries share a bucket differs from the kernel's, not how many.
+	Buckets int
 	// TCPStrict disables mid-stream pickup (nf_conntrack_tcp_loose=0).
 	TCPStrict bool
 	// TCPBeLiberal accepts TCP segments outside the window instead of
@@ -79,7 +103,29 @@ type Table struct {
 	idx                 index // both tuples of every confirmed entry
 	bySrc               index // SNATed entries by original source
 	count               int
+	buckets             uint64
+	timers              timers
+	stats               Stats
+	scratch             []*Entry // early drop's candidates
 }
+
+// Stats are the table's statistics counters, as `conntrack -S` prints
+// them (summed over CPUs). The model counts those it has a cause for.
+type Stats struct {
+	// Insert counts entries added by Insert (`conntrack -I`); the kernel
+	// does not count confirmations here.
+	Insert uint64
+	// InsertFailed counts confirmations refused for a clash (ErrClash).
+	InsertFailed uint64
+	// Drop counts packets dropped because the table was full
+	// (ErrTableFull from Track).
+	Drop uint64
+	// EarlyDrop counts entries removed to make room for a new one.
+	EarlyDrop uint64
+}
+
+// Stats returns the statistics counters.
+func (t *Table) Stats() Stats { return t.stats }
 
 // NewTable returns an empty table. It panics if cfg.Clock is nil, a
 // programming error.
@@ -92,6 +138,7 @@ func NewTable(cfg Config) *Table {
 		rng:      cfg.Rand,
 		timeouts: cfg.Timeouts,
 		max:      cfg.Max,
+		buckets:  uint64(cfg.Buckets),
 		loose:    !cfg.TCPStrict,
 		// The kernel compares a u8 counter with the sysctl.
 		tcpLiberal:          cfg.TCPBeLiberal,
@@ -107,6 +154,9 @@ func NewTable(cfg Config) *Table {
 	}
 	if t.max <= 0 {
 		t.max = DefaultMax
+	}
+	if cfg.Buckets <= 0 {
+		t.buckets = DefaultBuckets
 	}
 	if cfg.TCPMaxRetrans == 0 {
 		t.tcpMaxRetrans = 3
@@ -235,10 +285,11 @@ func (t *Table) create(f *Facts, now time.Time) (Info, error) {
 			return Info{State: StateInvalid}, nil
 		}
 	}
-	if t.count >= t.max && !t.earlyDrop(now) {
-		return Info{}, fmt.Errorf("new %v: %w", f.Tuple, ErrTableFull)
+	if !t.room(hashTuple(&f.Tuple)) {
+		t.stats.Drop++
+		return Info{}, &fullError{f.Tuple}
 	}
-	e := &Entry{Original: f.Tuple, Use: 1, ID: t.rng.Uint32(), udpStart: now}
+	e := &Entry{Original: f.Tuple, Use: 1, ID: t.rng.Uint32()}
 	f.Tuple.reverseInto(&e.Reply)
 	if f.Proto == inet.TCP {
 		e.tcp.initWindow(f)
@@ -254,7 +305,7 @@ func (t *Table) packet(e *Entry, dir Dir, f *Facts, now time.Time) verdict {
 		return t.tcpPacket(e, dir, f, now)
 	case f.Proto == inet.UDP || f.Proto == 136: // UDP-Lite shares the UDP timeouts
 		if !e.Confirmed() {
-			e.udpStart = now
+			e.setUDPStart(now.UnixNano())
 		}
 		if e.Status&StatusSeenReply == 0 {
 			t.refresh(e, dir, f.Len, t.timeouts.UDP, now)
@@ -262,7 +313,7 @@ func (t *Table) packet(e *Entry, dir Dir, f *Facts, now time.Time) verdict {
 		}
 		// Still active more than two seconds after the first packets:
 		// a stream, which earns the long timeout and ASSURED.
-		if now.Sub(e.udpStart) > 2*time.Second {
+		if now.UnixNano()-e.udpStart() > int64(2*time.Second) {
 			t.refresh(e, dir, f.Len, t.timeouts.UDPStream, now)
 			if e.Status&StatusNATClash == 0 {
 				e.Status |= StatusAssured
@@ -291,9 +342,9 @@ func (t *Table) account(e *Entry, dir Dir, length int) {
 func (t *Table) refresh(e *Entry, dir Dir, length int, d time.Duration, now time.Time) {
 	t.account(e, dir, length)
 	if e.Confirmed() {
-		e.Expires = now.Add(d)
+		t.setExpires(e, now.Add(d))
 	} else {
-		e.pending = d
+		e.timer = int64(d) // until Confirm
 	}
 }
 
@@ -328,11 +379,12 @@ func (t *Table) Confirm(e *Entry) error {
 	now := t.clock.Now()
 	for _, tp := range [2]Tuple{e.Original, e.Reply} {
 		if _, _, ok := t.lookup(&tp, now); ok {
+			t.stats.InsertFailed++
 			return fmt.Errorf("confirm %v: %w", tp, ErrClash)
 		}
 	}
 	e.Status |= StatusConfirmed
-	e.Expires = now.Add(e.pending)
+	e.Expires = now.Add(time.Duration(e.timer))
 	t.insert(e)
 	return nil
 }
@@ -346,12 +398,16 @@ func (t *Table) insert(e *Entry) {
 	if e.Status&StatusSrcNATDone != 0 {
 		t.bySrc.put(e, Original)
 	}
+	e.timer = 0
+	t.schedule(e)
 }
 
 // Insert adds a confirmed entry as given, e.g. one parsed from a
 // `conntrack -L` snapshot: its Expires, status and counters are kept and
 // StatusConfirmed is set. It fails with ErrClash if a tuple is taken and
-// ErrTableFull at Max entries.
+// with ErrTableFull at Max entries if early drop, which for `conntrack -I`
+// starts at hash bucket 0, frees nothing (the kernel's "Operation failed:
+// not enough memory"). Stats.Insert counts the entries added.
 func (t *Table) Insert(e *Entry) error {
 	now := t.clock.Now()
 	for _, tp := range [2]Tuple{e.Original, e.Reply} {
@@ -359,9 +415,12 @@ func (t *Table) Insert(e *Entry) error {
 			return fmt.Errorf("insert %v: %w", tp, ErrClash)
 		}
 	}
-	if t.count >= t.max {
+	// ctnetlink allocates without the packet's hash: early drop starts
+	// at bucket 0 (nf_conntrack_alloc).
+	if !t.room(0) {
 		return fmt.Errorf("insert %v: %w", e.Original, ErrTableFull)
 	}
+	t.stats.Insert++
 	e.Status |= StatusConfirmed
 	if e.Use == 0 {
 		e.Use = 1
@@ -388,47 +447,80 @@ func (t *Table) Remove(e *Entry) bool {
 	t.bySrc.del(&e.Original, e)
 	t.count--
 	e.Status |= StatusDying
+	e.timer = 0
 	return true
 }
 
-// Expire removes every entry whose timer has run out and returns how many
-// it removed (the kernel's garbage collector, run explicitly).
-func (t *Table) Expire() int {
-	now := t.clock.Now()
-	var dead []*Entry
-	t.idx.entries(func(e *Entry) {
-		if !now.Before(e.Expires) {
-			dead = append(dead, e)
-		}
-	})
-	for _, e := range dead {
-		t.Remove(e)
-	}
-	return len(dead)
-}
-
-// earlyDrop makes room for one entry when the table is full: it reaps
-// expired entries, else drops one entry that is not ASSURED. The kernel
-// picks the first such entry in a few hash buckets near the new tuple's;
-// the model, to be deterministic, drops the one closest to expiry (ties
-// broken by listing order). It reports whether there is room now.
-func (t *Table) earlyDrop(now time.Time) bool {
-	if t.Expire() > 0 {
+// room makes room for one more entry, as the kernel's
+// __nf_conntrack_alloc does, and reports whether there is room. At Max
+// entries it first reaps what has expired (the kernel's garbage collector
+// would have), then drops entries early near hash h (earlyDrop).
+func (t *Table) room(h uint32) bool {
+	if t.count < t.max {
 		return true
 	}
-	var victim *Entry
-	for _, e := range t.Entries() {
-		if e.Status&StatusAssured != 0 {
-			continue
+	t.Expire()
+	return t.count < t.max || t.earlyDrop(h)
+}
+
+// earlyDrop frees room the way the kernel's early_drop does: it searches
+// the evictionRange hash buckets from the one of hash h, and in the first
+// bucket holding any entry it may drop (confirmed, not ASSURED, not
+// dying) drops all of them, counting them in Stats.EarlyDrop. Expired
+// entries met on the way are reaped without counting. It reports whether
+// it dropped anything: if not, the new entry is refused, however many
+// droppable entries lie elsewhere.
+func (t *Table) earlyDrop(h uint32) bool {
+	b := uint64(h) * t.buckets >> 32 // the kernel's reciprocal_scale
+	now := t.clock.Now()
+	// Bucket bk holds the hashes from ceil(bk<<32/buckets) on.
+	first := func(bk uint64) uint64 { return (bk<<32 + t.buckets - 1) / t.buckets }
+	bk, lo := b, first(b)
+	for range evictionRange {
+		hi := first(bk + 1)
+		t.scratch = t.scratch[:0]
+		t.idx.rangeSlots(lo, hi, func(s *slot) { t.scratch = append(t.scratch, s.e) })
+		drops := 0
+		for _, e := range t.scratch {
+			switch {
+			case e.Status&StatusDying != 0:
+			case !now.Before(e.Expires):
+				t.Remove(e)
+			case e.Status&StatusAssured != 0:
+			case t.Remove(e):
+				drops++
+			}
 		}
-		if victim == nil || e.Expires.Before(victim.Expires) {
-			victim = e
+		clear(t.scratch)
+		if drops > 0 {
+			t.stats.EarlyDrop += uint64(drops)
+			return true
+		}
+		if bk++; bk == t.buckets {
+			bk, hi = 0, 0
+		}
+		lo = hi
+	}
+	return false
+}
+
+// All yields the live entries in table order (hash order, as the kernel
+// lists them), without sorting, copying or reaping: the way to walk a
+// large table. Expired entries are skipped. The table must not change
+// during the walk.
+func (t *Table) All() iter.Seq[*Entry] {
+	return func(yield func(*Entry) bool) {
+		now := t.clock.Now()
+		for i := range t.idx.slots {
+			s := &t.idx.slots[i]
+			if s.e == nil || s.dir != Original || !now.Before(s.e.Expires) {
+				continue
+			}
+			if !yield(s.e) {
+				return
+			}
 		}
 	}
-	if victim == nil {
-		return false
-	}
-	return t.Remove(victim)
 }
 
 // Entries returns the live entries sorted by original tuple (protocol,
@@ -511,10 +603,13 @@ func (t *Table) Delete(f Filter) int {
 
 // Flush removes every entry (`conntrack -F`) and returns how many were live.
 func (t *Table) Flush() int {
-	n := len(t.Entries())
+	t.Expire() // what is left is live
+	n := t.count
+	t.idx.entries(func(e *Entry) { e.timer = 0 })
 	t.idx.clear()
 	t.bySrc.clear()
 	t.count = 0
+	t.timers.reset()
 	return n
 }
 
@@ -528,6 +623,6 @@ func (t *Table) SetClosing(e *Entry) {
 	}
 	e.TCPState = TCPClose
 	if e.Status&StatusFixedTimeout == 0 {
-		e.Expires = t.clock.Now().Add(t.timeouts.TCPClose)
+		t.setExpires(e, t.clock.Now().Add(t.timeouts.TCPClose))
 	}
 }

@@ -58,6 +58,8 @@ func TestUnconfirmedEntryIsInvisible(t *testing.T) {
 	err := tb.Confirm(a.Entry)
 	require.ErrorIs(t, err, ErrClash)
 	assert.Contains(t, err.Error(), "src=10.0.0.2 dst=10.0.0.1 sport=1000 dport=53")
+	// The refused confirmation counts as the kernel's insert_failed.
+	assert.Equal(t, Stats{InsertFailed: 1}, tb.Stats())
 }
 
 func TestICMP(t *testing.T) {
@@ -116,8 +118,9 @@ func TestGenericProtocol(t *testing.T) {
 }
 
 func TestTableFullEarlyDrop(t *testing.T) {
-	tb, clk := newTestTable(t, Config{Max: 2})
-	// One assured TCP connection and one unreplied UDP flow.
+	// One bucket: every entry is in the new tuple's neighbourhood.
+	tb, clk := newTestTable(t, Config{Max: 3, Buckets: 1})
+	// One assured TCP connection and two unreplied UDP flows.
 	e1 := track(t, tb, tcpFacts(cli, srv, syn)).Entry
 	require.NoError(t, tb.Confirm(e1))
 	track(t, tb, tcpFacts(srv, cli, synack))
@@ -125,30 +128,48 @@ func TestTableFullEarlyDrop(t *testing.T) {
 	require.NotZero(t, e1.Status&StatusAssured)
 	e2 := track(t, tb, udpFacts("10.0.0.9:1", "10.0.0.1:53")).Entry
 	require.NoError(t, tb.Confirm(e2))
+	e4 := track(t, tb, udpFacts("10.0.0.9:4", "10.0.0.1:53")).Entry
+	require.NoError(t, tb.Confirm(e4))
 	clk.Advance(time.Second)
 
-	// Full: the non-assured UDP entry is dropped early.
+	// Full: both non-assured entries of the bucket are dropped early.
 	e3 := track(t, tb, udpFacts("10.0.0.9:2", "10.0.0.1:53")).Entry
 	require.NoError(t, tb.Confirm(e3))
-	_, _, ok := tb.Lookup(e2.Original)
-	assert.False(t, ok)
+	for _, e := range []*Entry{e2, e4} {
+		_, _, ok := tb.Lookup(e.Original)
+		assert.False(t, ok)
+		assert.NotZero(t, e.Status&StatusDying)
+	}
 	assert.Equal(t, 2, tb.Len())
+	assert.Equal(t, Stats{EarlyDrop: 2}, tb.Stats())
 
-	// Make e3 assured too: now nothing can go and the packet is dropped.
+	// Make e3 assured too and fill the table: nothing can go and the
+	// packet is dropped.
 	tb.Remove(e3)
 	e3.Status |= StatusAssured
 	require.NoError(t, tb.Insert(e3))
+	e5 := &Entry{Original: TupleFrom(inet.UDP, ap("10.0.0.9:5"), ap("10.0.0.1:53")), Status: StatusAssured | StatusSeenReply,
+		Expires: clk.Now().Add(100 * time.Second)}
+	e5.Reply = e5.Original.Reverse()
+	require.NoError(t, tb.Insert(e5))
 	dns := udpFacts("10.0.0.9:3", "10.0.0.1:53")
 	_, err := tb.Track(&dns)
 	require.ErrorIs(t, err, ErrTableFull)
+	assert.Equal(t, Stats{Insert: 2, Drop: 1, EarlyDrop: 2}, tb.Stats())
+	// conntrack -I finds no room either; it does not count a drop.
+	e6 := &Entry{Original: TupleFrom(inet.UDP, ap("10.0.0.9:6"), ap("10.0.0.1:53")), Expires: clk.Now().Add(time.Minute)}
+	e6.Reply = e6.Original.Reverse()
+	require.ErrorIs(t, tb.Insert(e6), ErrTableFull)
+	assert.Equal(t, Stats{Insert: 2, Drop: 1, EarlyDrop: 2}, tb.Stats())
 
 	// Established packets still pass.
 	assert.Equal(t, StateEstablished, track(t, tb, tcpFacts(cli, srv, ack)).State)
 
-	// Expired entries make room.
+	// Expired entries make room, without counting as early drops.
 	clk.Advance(200 * time.Second)
 	_, err = tb.Track(&dns)
 	require.NoError(t, err)
+	assert.Equal(t, Stats{Insert: 2, Drop: 1, EarlyDrop: 2}, tb.Stats())
 }
 
 func TestDeleteFilters(t *testing.T) {

@@ -20,8 +20,7 @@ type tcpInfo struct {
 	// lastFlags also holds lastChallengeAck and lastSimOpen.
 	lastWScale uint8
 	lastFlags  uint8
-	retrans    uint8   // identical ACKs in a row
-	closeInit  [2]bool // a FIN was sent in that direction
+	retrans    uint8 // identical ACKs in a row
 }
 
 // tcpIndex classifies a segment by its flags (kernel get_conntrack_index).
@@ -135,7 +134,7 @@ func (t *Table) tcpPacket(e *Entry, dir Dir, f *Facts, now time.Time) verdict {
 		// A SYN reopening a TIME_WAIT/CLOSE connection: if the old one was
 		// closed by a FIN (or reset from this side) it is destroyed and the
 		// SYN starts a new connection; otherwise the SYN is ignored.
-		if ti.closeInit[0] || ti.closeInit[1] || (ti.lastDir == dir && ti.lastIndex == idxRst) {
+		if (ti.seen[0].flags|ti.seen[1].flags)&seenCloseInit != 0 || (ti.lastDir == dir && ti.lastIndex == idxRst) {
 			return vRepeat
 		}
 		fallthrough
@@ -211,7 +210,7 @@ func (t *Table) tcpPacket(e *Entry, dir Dir, f *Facts, now time.Time) verdict {
 	ti.lastIndex, ti.lastDir = idx, dir
 	e.TCPState = next
 	if old != next && next == TCPFinWait {
-		ti.closeInit[dir] = true
+		ti.seen[dir].flags |= seenCloseInit
 	}
 	timeout := t.tcpTimeout(ti, idx, next)
 	if e.Status&StatusSeenReply == 0 {
@@ -268,11 +267,9 @@ func (ti *tcpInfo) resync(dir Dir) {
 	s.maxwin = max(uint32(ti.lastWin), 1)
 	s.scale = ti.lastWScale
 	ti.lastFlags &^= lastChallengeAck
-	s.flags = ti.lastFlags &^ lastSimOpen
-	ti.closeInit[ti.lastDir] = false
+	s.flags = ti.lastFlags &^ lastSimOpen // CLOSE_INIT cleared too
 	r := &ti.seen[dir]
 	*r = tcpSeen{flags: r.flags & seenLiberal}
-	ti.closeInit[dir] = false
 }
 
 // rstResult is what the RST checks decided before the window check.
@@ -340,7 +337,7 @@ func (t *Table) tcpInvalid(e *Entry, dir Dir, idx tcpIndex) {
 			return
 		}
 		if left > t.timeouts.TCPUnacknowledged && e.Confirmed() {
-			e.Expires = t.clock.Now().Add(t.timeouts.TCPUnacknowledged)
+			t.setExpires(e, t.clock.Now().Add(t.timeouts.TCPUnacknowledged))
 		}
 		return
 	}

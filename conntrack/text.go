@@ -23,6 +23,10 @@ type Format struct {
 	// Counters prints "packets=N bytes=N" after each tuple, as conntrack
 	// does when net.netfilter.nf_conntrack_acct=1.
 	Counters bool
+	// TableOrder lists in table order (hash order, as the kernel does)
+	// instead of sorted: [Table.Dump] then streams, holding no list of
+	// the entries, for tables of millions.
+	TableOrder bool
 }
 
 // appendPadded appends s left-aligned in a field of width w ("%-8s").
@@ -128,15 +132,39 @@ func (e *Entry) AppendText(b []byte, now time.Time, f Format) []byte {
 }
 
 // Dump writes the live entries, one `conntrack -L` line each, in
-// [Table.Entries] order.
+// [Table.Entries] order, or table order with f.TableOrder. It writes in
+// pieces of about 64 KiB, never the whole listing at once.
 func (t *Table) Dump(w io.Writer, f Format) error {
 	now := t.clock.Now()
-	var b []byte
-	for _, e := range t.Entries() {
+	const chunk = 64 << 10
+	b := make([]byte, 0, chunk+1024)
+	var err error
+	write := func(e *Entry) bool {
 		b = e.AppendText(b, now, f)
 		b = append(b, '\n')
+		if len(b) >= chunk {
+			_, err = w.Write(b)
+			b = b[:0]
+		}
+		return err == nil
 	}
-	_, err := w.Write(b)
+	if f.TableOrder {
+		t.Expire()
+		for e := range t.All() {
+			if !write(e) {
+				return err
+			}
+		}
+	} else {
+		for _, e := range t.Entries() {
+			if !write(e) {
+				return err
+			}
+		}
+	}
+	if len(b) > 0 {
+		_, err = w.Write(b)
+	}
 	return err
 }
 
@@ -496,7 +524,7 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 	}
 	deriveNATStatus(e)
 	if e.TCPState >= TCPFinWait && e.TCPState <= TCPClose {
-		e.tcp.closeInit[Original] = true // a FIN (or RST) was seen; which side is not printed
+		e.tcp.seen[Original].flags |= seenCloseInit // a FIN (or RST) was seen; which side is not printed
 	}
 	e.Expires = now.Add(time.Duration(secs) * time.Second)
 	return e, f, nil

@@ -3,7 +3,9 @@ package conntrack
 import (
 	"bytes"
 	"errors"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +152,42 @@ func sameEntry(a, b *Entry) bool {
 	return a.Original == b.Original && a.Reply == b.Reply && a.Status == b.Status &&
 		a.TCPState == b.TCPState && a.Mark == b.Mark && a.Counters == b.Counters &&
 		a.Expires.Equal(b.Expires) && a.ID == b.ID && a.Use == b.Use
+}
+
+// Dump in table order prints the same lines as the sorted listing, in
+// pieces, without reaping anything it has not printed.
+func TestDumpTableOrderStreams(t *testing.T) {
+	tb, clk := newTestTable(t, Config{})
+	for i := range 2000 {
+		tp := TupleFrom(inet.UDP, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 1000), ap("10.2.0.1:53"))
+		e := &Entry{Original: tp, Reply: tp.Reverse(), Expires: clk.Now().Add(time.Duration(1+i%3) * time.Minute)}
+		require.NoError(t, tb.Insert(e))
+	}
+	clk.Advance(time.Minute) // a third expire
+	var sorted, table chunkWriter
+	require.NoError(t, tb.Dump(&table, Format{TableOrder: true}))
+	require.NoError(t, tb.Dump(&sorted, Format{}))
+	want := strings.Split(strings.TrimSuffix(sorted.String(), "\n"), "\n")
+	got := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
+	require.Len(t, want, 1333)
+	assert.NotEqual(t, want, got, "table order is hash order")
+	slices.Sort(got)
+	slices.Sort(want)
+	assert.Equal(t, want, got)
+	assert.Greater(t, table.writes, 1)
+	for _, n := range table.sizes {
+		assert.Less(t, n, 70<<10)
+	}
+}
+
+type chunkWriter struct {
+	strings.Builder
+	writes int
+	sizes  []int
+}
+
+func (c *chunkWriter) Write(p []byte) (int, error) {
+	c.writes++
+	c.sizes = append(c.sizes, len(p))
+	return c.Builder.Write(p)
 }

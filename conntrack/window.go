@@ -15,6 +15,8 @@ const (
 	seenLiberal  uint8 = 0x08 // never mark this direction's segments INVALID
 	seenUnacked  uint8 = 0x10 // data sent in this direction is not acknowledged yet
 	seenMaxAck   uint8 = 0x20 // maxack holds a value
+	// seenCloseInit: this direction sent a FIN (IP_CT_TCP_FLAG_CLOSE_INIT).
+	seenCloseInit uint8 = 0x04
 )
 
 // lastFlags bits beyond the option flags above (IP_CT_EXP_CHALLENGE_ACK,

@@ -174,3 +174,35 @@ func TestRejectOfInvalidPacketResetTracked(t *testing.T) {
 	require.Equal(t, 1, h.Conntrack().Len())
 	assert.Equal(t, conntrack.TCPClose, h.Conntrack().Entries()[0].TCPState)
 }
+
+// At nf_conntrack_max entries a new connection is dropped by conntrack
+// (ReasonConntrackFull, `conntrack -S` drop) unless early drop frees an
+// unassured entry in the buckets near its hash; established packets pass
+// (docs/kernel-notes.md, "Conntrack table full").
+func TestConntrackTableFull(t *testing.T) {
+	rules := `*filter
+:FORWARD ACCEPT [0:0]
+-A FORWARD -m conntrack --ctstate NEW,ESTABLISHED -j ACCEPT
+COMMIT
+`
+	// One bucket: the first connection, never answered, is dropped early.
+	h := testHost(t, rules, HostConfig{ConntrackMax: 1, ConntrackBuckets: 1})
+	first := h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, inet.SYN))
+	require.Equal(t, Forwarded, first.Disposition)
+	second := tcpPacket("192.168.10.2", "10.244.1.5", 80, inet.SYN)
+	second.SrcPort = 40001
+	require.Equal(t, Forwarded, h.Receive("eth0", second).Disposition)
+	assert.Equal(t, conntrack.Stats{EarlyDrop: 1}, h.Conntrack().Stats())
+	assert.Equal(t, 1, h.Conntrack().Len())
+
+	// The kernel's 262144 buckets: the lone entry is out of reach.
+	h = testHost(t, rules, HostConfig{ConntrackMax: 1})
+	require.Equal(t, Forwarded, h.Receive("eth0", tcpPacket("192.168.10.2", "10.244.1.5", 80, inet.SYN)).Disposition)
+	res := h.Receive("eth0", second)
+	assert.Equal(t, Dropped, res.Disposition)
+	assert.Equal(t, VerdictDrop, res.Verdict)
+	assert.Equal(t, ReasonConntrackFull, res.Reason)
+	assert.Equal(t, "conntrack table full", res.Reason.String())
+	assert.Equal(t, conntrack.Stats{Drop: 1}, h.Conntrack().Stats())
+	assert.Equal(t, 1, h.Conntrack().Len())
+}

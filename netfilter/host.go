@@ -58,6 +58,12 @@ type HostConfig struct {
 	// (net.netfilter.nf_conntrack_tcp_loose=0): only a SYN creates an
 	// entry. The zero value is the kernel default, loose.
 	ConntrackTCPStrict bool
+	// ConntrackMax is net.netfilter.nf_conntrack_max and ConntrackBuckets
+	// nf_conntrack_buckets (zero: conntrack.DefaultMax and DefaultBuckets).
+	// A new connection beyond the limit is dropped with
+	// ReasonConntrackFull unless early drop frees room near its hash
+	// bucket (conntrack.Config.Buckets).
+	ConntrackMax, ConntrackBuckets int
 	// NoRouteLocalnet is net.ipv4.conf.all.route_localnet=0, the kernel
 	// default: 127.0.0.0/8 is routed only on the loopback device, so a
 	// packet received elsewhere with such a source or destination (after
@@ -231,7 +237,8 @@ func NewHost(cfg HostConfig) *Host {
 		h.hookOrder[hk] = h.hookTables(hk)
 	}
 	h.ctPCG = rand.NewPCG(cfg.Seed^0x5bd1e995, cfg.Seed^0xc2b2ae35)
-	h.ct = conntrack.NewTable(conntrack.Config{Clock: h.clock, Rand: rand.New(h.ctPCG), Timeouts: cfg.ConntrackTimeouts.WithDefaults(), TCPStrict: cfg.ConntrackTCPStrict})
+	h.ct = conntrack.NewTable(conntrack.Config{Clock: h.clock, Rand: rand.New(h.ctPCG), Timeouts: cfg.ConntrackTimeouts.WithDefaults(), TCPStrict: cfg.ConntrackTCPStrict,
+		Max: cfg.ConntrackMax, Buckets: cfg.ConntrackBuckets})
 	h.sets = ipset.NewRegistry(h.clock, rand.New(rand.NewPCG(cfg.Seed, 0x1b873593)))
 	return h
 }

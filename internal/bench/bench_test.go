@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -137,4 +139,77 @@ func TestSetSetup(t *testing.T) {
 			assert.GreaterOrEqual(t, nomatches, 5000/16-5, typ)
 		}
 	}
+}
+
+// ctSizes are CTSizes without the million unless EnvLarge is set.
+func ctSizes() []int {
+	if os.Getenv(EnvLarge) == "1" {
+		return CTSizes
+	}
+	return CTSizes[:2]
+}
+
+var ctTables = map[int]*CTTable{}
+
+func forCTSizes(b *testing.B, f func(b *testing.B, n int)) {
+	for _, n := range ctSizes() {
+		b.Run(fmt.Sprintf("conns=%d", n), func(b *testing.B) { f(b, n) })
+	}
+}
+
+func ctTable(b *testing.B, n int) *CTTable {
+	b.Helper()
+	if c := ctTables[n]; c != nil {
+		return c
+	}
+	c, err := NewCT(n)
+	require.NoError(b, err)
+	ctTables[n] = c
+	return c
+}
+
+func BenchmarkConntrackInsert(b *testing.B) { forCTSizes(b, CTInsertBench) }
+
+func BenchmarkConntrackEstablished(b *testing.B) {
+	forCTSizes(b, func(b *testing.B, n int) { CTEstablishedBench(b, ctTable(b, n)) })
+}
+
+func BenchmarkConntrackExpire(b *testing.B) { forCTSizes(b, CTExpireBench) }
+
+func BenchmarkConntrackExpireNone(b *testing.B) {
+	forCTSizes(b, func(b *testing.B, n int) { CTExpireNoneBench(b, ctTable(b, n)) })
+}
+
+func BenchmarkConntrackList(b *testing.B) {
+	forCTSizes(b, func(b *testing.B, n int) { CTListBench(b, ctTable(b, n)) })
+}
+
+func BenchmarkConntrackFull(b *testing.B) {
+	forCTSizes(b, func(b *testing.B, n int) { CTFullBench(b, ctTable(b, n)) })
+}
+
+// TestConntrackScale pins what the conntrack benchmarks rely on: a table
+// of 10,000 established connections, lookups that allocate nothing, a
+// listing whose allocations do not grow with the table, a full table
+// that refuses new connections, and everything expiring at once.
+func TestConntrackScale(t *testing.T) {
+	c, err := NewCT(10_000)
+	require.NoError(t, err)
+	f := CTConn(1234, inet.ACK, false)
+	allocs := testing.AllocsPerRun(100, func() {
+		if info, err := c.Table.Track(&f); err != nil || info.State != conntrack.StateEstablished {
+			t.Fatalf("%v %v", info.State, err)
+		}
+	})
+	assert.Zero(t, allocs)
+	list := testing.Benchmark(func(b *testing.B) { CTListBench(b, c) })
+	assert.Less(t, list.AllocedBytesPerOp(), int64(100<<10), "listing 10,000 entries")
+	syn := CTConn(20_000, inet.SYN, false)
+	_, err = c.Table.Track(&syn)
+	require.ErrorIs(t, err, conntrack.ErrTableFull)
+	assert.Equal(t, conntrack.Stats{Drop: 1}, c.Table.Stats())
+	per, err := CTRetainedPerEntry(10_000)
+	require.NoError(t, err)
+	t.Logf("%.0f bytes per entry", per)
+	assert.Less(t, per, 600.0)
 }

@@ -11,10 +11,15 @@
 // some 10% from one minute to the next.
 //
 // With PACKETWALK_KERNEL=1 the sets table has the kernel's `ipset restore`
-// time and "Size in memory" per member beside packetwalk's.
+// time and "Size in memory" per member beside packetwalk's. The conntrack
+// table (-tables conntrack) holds 10,000, 100,000 and 1,000,000
+// connections (-ct-sizes), and with PACKETWALK_KERNEL=1 the kernel's
+// `conntrack -R` and `conntrack -L` on as many entries, where they fit
+// under nf_conntrack_max.
 //
 //	go run ./internal/bench/cmd/benchtable [-sizes 100,1000,10000] [-burst 1000] [-count 3]
-//	    [-tables kube,sets] [-set-sizes 10000,100000,1000000] [-set-types hash:net,...]
+//	    [-tables kube,sets,conntrack] [-set-sizes 10000,100000,1000000] [-set-types hash:net,...]
+//	    [-ct-sizes 10000,100000,1000000]
 package main
 
 import (
@@ -34,9 +39,10 @@ func main() {
 	sizes := flag.String("sizes", "100,1000,10000", "numbers of services, comma-separated")
 	burst := flag.Int("burst", 1000, "new connections per kernel burst")
 	count := flag.Int("count", 3, "runs per size; each cell is their median")
-	tables := flag.String("tables", "kube,sets", "tables to print: kube, sets")
+	tables := flag.String("tables", "kube,sets", "tables to print: kube, sets, conntrack")
 	setSizes := flag.String("set-sizes", "10000,100000,1000000", "set sizes (members), comma-separated")
 	setTypes := flag.String("set-types", strings.Join(bench.SetTypes, ";"), "set types, ';'-separated")
+	ctSizes := flag.String("ct-sizes", "10000,100000,1000000", "conntrack table sizes, comma-separated")
 	flag.Parse()
 	if *count < 1 {
 		fmt.Fprintln(os.Stderr, "benchtable: -count must be at least 1")
@@ -50,8 +56,8 @@ func main() {
 	}
 	want := map[string]bool{}
 	for _, t := range strings.Split(*tables, ",") {
-		if t != "kube" && t != "sets" {
-			fmt.Fprintf(os.Stderr, "benchtable: unknown table %q (kube, sets)\n", t)
+		if t != "kube" && t != "sets" && t != "conntrack" {
+			fmt.Fprintf(os.Stderr, "benchtable: unknown table %q (kube, sets, conntrack)\n", t)
 			os.Exit(2)
 		}
 		want[t] = true
@@ -76,6 +82,25 @@ func main() {
 			os.Exit(1)
 		}
 		printSets(rows, kernel)
+	}
+	if want["conntrack"] {
+		if want["kube"] || want["sets"] {
+			fmt.Println()
+		}
+		var rows []ctRow
+		for _, n := range parseSizes(*ctSizes) {
+			var runs []ctRow
+			for range *count {
+				r, err := measureCT(n, kernel)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "benchtable: %d connections: %v\n", n, err)
+					os.Exit(1)
+				}
+				runs = append(runs, r)
+			}
+			rows = append(rows, medianCTRow(runs))
+		}
+		printCTTable(rows, kernel)
 	}
 }
 
