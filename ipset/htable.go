@@ -58,13 +58,13 @@ type skbRec struct {
 	queue            uint16
 }
 
-// records holds the elements of a hash set. Record i's key is
-// key[i*stride:(i+1)*stride], the bytes the kernel hashes (hashedBytes);
-// the side arrays exist only for the extensions the set has.
+// records holds the elements of a hash set. Record i is
+// key[i*(stride+1):(i+1)*(stride+1)]: the bytes the kernel hashes
+// (hashedBytes), then a flag byte, so that a lookup reads both from one
+// place; the side arrays exist only for the extensions the set has.
 type records struct {
 	stride int
 	key    []byte
-	flag   []uint8
 	exp    []int64     // timeout: expiry as ns after the set's epoch, 0 permanent
 	cnt    [][2]uint64 // counters: packets, bytes
 	cmt    []uint32    // comment: index into the set's interned comments, 0 none
@@ -328,7 +328,7 @@ func (s *Set) cidrAt(dim int) (at int, off1 bool) {
 // recCIDR returns the prefix length of net dimension dim of record id.
 func (s *Set) recCIDR(id uint32, dim int) uint8 {
 	at, off1 := s.cidrAt(dim)
-	c := s.rec.key[int(id)*s.rec.stride+at]
+	c := s.rec.key[int(id)*(s.rec.stride+1)+at]
 	if off1 {
 		c = c&0x7f + 1
 	}
@@ -337,8 +337,7 @@ func (s *Set) recCIDR(id uint32, dim int) uint8 {
 
 // recKey decodes record id back into an element.
 func (s *Set) recKey(id uint32) ekey {
-	st := s.rec.stride
-	b := s.rec.key[int(id)*st : int(id+1)*st]
+	b := s.keyOf(id)
 	a := s.alen()
 	addr := func(off int) netip.Addr {
 		if a == 4 {
@@ -363,7 +362,7 @@ func (s *Set) recKey(id uint32) ekey {
 	case "hash:net,iface":
 		k.physdev, k.c1 = b[a] == 1, b[a+1]
 		k.iface = s.ifaces.str(s.rec.ifc[id])
-		k.wildcard = s.rec.flag[id]&recWildcard != 0
+		k.wildcard = *s.flag(id)&recWildcard != 0
 	}
 	return k
 }
@@ -371,8 +370,17 @@ func (s *Set) recKey(id uint32) ekey {
 // keyOf returns record id's key bytes.
 func (s *Set) keyOf(id uint32) []byte {
 	st := s.rec.stride
-	return s.rec.key[int(id)*st : int(id+1)*st : int(id+1)*st]
+	i := int(id) * (st + 1)
+	return s.rec.key[i : i+st : i+st]
 }
+
+// flag returns record id's flag byte.
+func (s *Set) flag(id uint32) *uint8 {
+	return &s.rec.key[int(id)*(s.rec.stride+1)+s.rec.stride]
+}
+
+// nrec is the number of records, free ones included.
+func (s *Set) nrec() int { return len(s.rec.key) / (s.rec.stride + 1) }
 
 // hashKey is the kernel's jhash2 of key bytes b; the bucket in a table of
 // 2^bits buckets is its low bits.
@@ -424,7 +432,7 @@ func (s *Set) newRec(kb []byte) uint32 {
 		id = r.free[n-1]
 		r.free = r.free[:n-1]
 		copy(s.keyOf(id), kb)
-		r.flag[id] = 0
+		*s.flag(id) = 0
 		if s.hasTimeout {
 			r.exp[id] = 0
 		}
@@ -442,9 +450,9 @@ func (s *Set) newRec(kb []byte) uint32 {
 		}
 		return id
 	}
-	id = uint32(len(r.flag))
+	id = uint32(s.nrec())
 	r.key = append(r.key, kb...)
-	r.flag = append(r.flag, 0)
+	r.key = append(r.key, 0)
 	if s.hasTimeout {
 		r.exp = append(r.exp, 0)
 	}
@@ -471,9 +479,9 @@ func (s *Set) freeRec(id uint32) { s.rec.free = append(s.rec.free, id) }
 // the add carries its own.
 func (s *Set) setRec(id uint32, kb []byte, k *ekey, o *addOpts, now time.Time) {
 	copy(s.keyOf(id), kb)
-	s.rec.flag[id] = 0
+	*s.flag(id) = 0
 	if k.wildcard {
-		s.rec.flag[id] = recWildcard
+		*s.flag(id) = recWildcard
 	}
 	if s.isIface() {
 		s.rec.ifc[id] = s.ifaces.get(k.iface)
@@ -490,9 +498,9 @@ func (s *Set) setRec(id uint32, kb []byte, k *ekey, o *addOpts, now time.Time) {
 // applyRecOpts is applyOpts for a record.
 func (s *Set) applyRecOpts(id uint32, o *addOpts, now time.Time) {
 	r := &s.rec
-	r.flag[id] &^= recNomatch
+	*s.flag(id) &^= recNomatch
 	if o.nomatch {
-		r.flag[id] |= recNomatch
+		*s.flag(id) |= recNomatch
 	}
 	if s.hasTimeout {
 		r.exp[id] = 0
@@ -538,7 +546,7 @@ func (s *Set) sameKey(id uint32, kb []byte, k *ekey) bool {
 		return false
 	}
 	if s.isIface() {
-		return s.ifaces.str(s.rec.ifc[id]) == k.iface && (s.rec.flag[id]&recWildcard != 0) == k.wildcard
+		return s.ifaces.str(s.rec.ifc[id]) == k.iface && (*s.flag(id)&recWildcard != 0) == k.wildcard
 	}
 	return true
 }
@@ -885,7 +893,7 @@ func (s *Set) eachHashMember(now time.Time, all bool, fn func(id uint32)) {
 
 // recEntry is record id as an entry, for printing.
 func (s *Set) recEntry(id uint32, e *entry) {
-	*e = entry{k: s.recKey(id), nomatch: s.rec.flag[id]&recNomatch != 0}
+	*e = entry{k: s.recKey(id), nomatch: *s.flag(id)&recNomatch != 0}
 	if s.hasTimeout && s.rec.exp[id] != 0 {
 		e.expires = s.epoch.Add(time.Duration(s.rec.exp[id]))
 	}

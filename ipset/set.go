@@ -331,7 +331,7 @@ func (s *Set) lookupFlags(pk Key, now time.Time, count bool, bytes int) (found, 
 			c[0]++
 			c[1] += uint64(bytes)
 		}
-		return true, s.rec.flag[id]&recNomatch != 0
+		return true, *s.flag(uint32(id))&recNomatch != 0
 	}
 	k, ok := s.keyFromPacket(pk)
 	if !ok {
@@ -477,7 +477,7 @@ func (s *Set) testKey(k ekey, now time.Time) bool {
 	full := uint8(s.maxBits())
 	if s.typ.kind == kindHash {
 		id := s.hfind(&k, s.isNet(0) && k.c1 == full, s.isNet(2) && k.c2 == full, now, nil)
-		return id >= 0 && s.rec.flag[id]&recNomatch == 0
+		return id >= 0 && *s.flag(uint32(id))&recNomatch == 0
 	}
 	e := s.bfind(k, now, nil)
 	return e != nil && !e.nomatch
