@@ -63,15 +63,16 @@ type skbRec struct {
 // (hashedBytes), then a flag byte, so that a lookup reads both from one
 // place; the side arrays exist only for the extensions the set has.
 type records struct {
-	stride int
-	key    []byte
-	exp    []int64     // timeout: expiry as ns after the set's epoch, 0 permanent
-	cnt    [][2]uint64 // counters: packets, bytes
-	cmt    []uint32    // comment: index into the set's interned comments, 0 none
-	skb    []skbRec    // skbinfo
-	ifc    []uint32    // hash:net,iface: index into the interned names
-	free   []uint32    // record numbers to reuse
-	live   int         // records whose slot is used (expired ones included)
+	stride    int
+	slotBytes int // the kernel's dsize: what a slot books in Size in memory
+	key       []byte
+	exp       []int64     // timeout: expiry as ns after the set's epoch, 0 permanent
+	cnt       [][2]uint64 // counters: packets, bytes
+	cmt       []uint32    // comment: index into the set's interned comments, 0 none
+	skb       []skbRec    // skbinfo
+	ifc       []uint32    // hash:net,iface: index into the interned names
+	free      []uint32    // record numbers to reuse
+	live      int         // records whose slot is used (expired ones included)
 }
 
 // intern maps strings (comments, interface names) to small numbers; 0 is
@@ -407,7 +408,7 @@ func (s *Set) initHash() {
 	a := s.alen()
 	stride := map[string]int{"hash:ip": a, "hash:net": a + 4, "hash:ip,port": a + 4, "hash:net,port": a + 4,
 		"hash:ip,port,ip": 2*a + 4, "hash:ip,port,net": 2*a + 4, "hash:net,iface": a + 4}[s.typ.name]
-	s.rec = records{stride: stride}
+	s.rec = records{stride: stride, slotBytes: s.computeSlotBytes()}
 	s.tbl = newHtable(hashBits(s.hashsize), 0)
 	s.comments, s.ifaces = intern{}, intern{}
 	s.filter = nil
@@ -582,7 +583,9 @@ var errBucketFull = &textError{msg: "Hash bucket is full, the kernel does not re
 func (s *Set) stepBytes() int { return hbucketHeader + ahashInitSize*s.slotBytes() }
 
 // slotBytes is one element slot: the element with its extensions.
-func (s *Set) slotBytes() int {
+func (s *Set) slotBytes() int { return s.rec.slotBytes }
+
+func (s *Set) computeSlotBytes() int {
 	l := hashLayouts[s.typ.name]
 	fam := 0
 	if s.family == 6 {
