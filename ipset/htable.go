@@ -123,14 +123,23 @@ type slab struct {
 
 // htable is the set's bucket array and the bytes the kernel books for its
 // buckets (hregion ext_size). The array is dense when the table is small
-// or well filled, a map otherwise (hashsize may be 2^31).
+// or well filled, a map otherwise (hashsize may be 2^31). In a dense
+// array a bucket of two slots (the kernel's first allocation, and most
+// buckets) keeps them beside its header, so that a lookup reads one place
+// for both; larger buckets, and all of a map's, are blocks of the slabs.
 type htable struct {
 	bits    uint8
-	dense   []bucket
+	dense   []dbucket
 	sparse  map[uint32]bucket
 	slabs   []slab // by size/2 - 1
 	extSize int
 	used    int // buckets allocated
+}
+
+// dbucket is a bucket of a dense table with room for two slots.
+type dbucket struct {
+	b   bucket
+	inl [ahashInitSize]slot
 }
 
 const (
@@ -143,7 +152,7 @@ const (
 func newHtable(tbits uint8, n int) htable {
 	t := htable{bits: tbits}
 	if tbits <= denseBits || n >= 1<<tbits/8 {
-		t.dense = make([]bucket, 1<<tbits)
+		t.dense = make([]dbucket, 1<<tbits)
 	} else {
 		t.sparse = map[uint32]bucket{}
 	}
@@ -154,14 +163,14 @@ func hashBits(hashsize int) uint8 { return uint8(bits.Len(uint(hashsize - 1))) }
 
 func (t *htable) get(key uint32) bucket {
 	if t.dense != nil {
-		return t.dense[key]
+		return t.dense[key].b
 	}
 	return t.sparse[key]
 }
 
 func (t *htable) put(key uint32, b bucket) {
 	if t.dense != nil {
-		t.dense[key] = b
+		t.dense[key].b = b
 		return
 	}
 	if b.size == 0 {
@@ -176,20 +185,36 @@ func (t *htable) densify(n int) {
 	if t.dense != nil || n < 1<<t.bits/8 {
 		return
 	}
-	t.dense = make([]bucket, 1<<t.bits)
-	for k, b := range t.sparse {
-		t.dense[k] = b
+	sparse := t.sparse
+	t.dense, t.sparse = make([]dbucket, 1<<t.bits), nil
+	for k, b := range sparse {
+		if b.size == ahashInitSize {
+			sl := &t.slabs[0]
+			copy(t.dense[k].inl[:], sl.mem[b.off:b.off+ahashInitSize])
+			sl.free = append(sl.free, b.off)
+			b.off = 0
+		}
+		t.dense[k].b = b
 	}
-	t.sparse = nil
 }
 
-// slots returns the size slots of b (valid until the next alloc).
-func (t *htable) slots(b bucket) []slot {
+// inline reports whether a bucket of size slots keeps them in its header.
+func (t *htable) inline(size uint8) bool { return size == ahashInitSize && t.dense != nil }
+
+// slots returns the size slots of bucket b, number key (valid until the
+// next alloc).
+func (t *htable) slots(key uint32, b bucket) []slot {
+	if t.inline(b.size) {
+		return t.dense[key].inl[:]
+	}
 	return t.slabs[b.size/2-1].mem[b.off : b.off+uint32(b.size) : b.off+uint32(b.size)]
 }
 
 // alloc returns a block of size slots (size even, > 0).
 func (t *htable) alloc(size uint8) uint32 {
+	if t.inline(size) {
+		return 0
+	}
 	c := int(size/2 - 1)
 	for len(t.slabs) <= c {
 		t.slabs = append(t.slabs, slab{})
@@ -206,17 +231,18 @@ func (t *htable) alloc(size uint8) uint32 {
 }
 
 func (t *htable) release(b bucket) {
-	if b.size > 0 {
+	if b.size > 0 && !t.inline(b.size) {
 		sl := &t.slabs[b.size/2-1]
 		sl.free = append(sl.free, b.off)
 	}
 }
 
-// resized moves b's pos slots into a new block of size slots.
-func (t *htable) resized(b bucket, size uint8) bucket {
+// resized moves the pos slots of bucket b, number key, into a new block
+// of size slots.
+func (t *htable) resized(key uint32, b bucket, size uint8) bucket {
 	off := t.alloc(size)
 	nb := bucket{off: off, pos: b.pos, size: size}
-	copy(t.slots(nb), t.slots(b)[:b.pos])
+	copy(t.slots(key, nb), t.slots(key, b)[:b.pos])
 	t.release(b)
 	return nb
 }
@@ -224,8 +250,8 @@ func (t *htable) resized(b bucket, size uint8) bucket {
 // forEach calls fn for every bucket in key order.
 func (t *htable) forEach(fn func(key uint32, b bucket)) {
 	if t.dense != nil {
-		for k, b := range t.dense {
-			if b.size != 0 {
+		for k := range t.dense {
+			if b := t.dense[k].b; b.size != 0 {
 				fn(uint32(k), b)
 			}
 		}
@@ -563,7 +589,7 @@ func (s *Set) hslot(k *ekey) (key uint32, b bucket, i int) {
 	if b.size == 0 {
 		return key, b, -1
 	}
-	for i, x := range s.tbl.slots(b)[:b.pos] {
+	for i, x := range s.tbl.slots(key, b)[:b.pos] {
 		if slotHash(x) == h && !isDead(x) && s.sameKey(slotID(x), kb, k) {
 			return key, b, i
 		}
@@ -610,11 +636,11 @@ func (s *Set) hashInsert(k *ekey, o *addOpts, now time.Time) error {
 	}
 }
 
-// reuseExpired overwrites the expired element in slot i of bucket b with
-// the same key, as the kernel does: the new element takes its slot and the
-// counters left there unless the add gives some.
-func (s *Set) reuseExpired(b bucket, i int, k *ekey, o *addOpts, now time.Time) {
-	id := slotID(s.tbl.slots(b)[i])
+// reuseExpired overwrites the expired element in slot i of bucket b
+// (number key) with the same key, as the kernel does: the new element
+// takes its slot and the counters left there unless the add gives some.
+func (s *Set) reuseExpired(key uint32, b bucket, i int, k *ekey, o *addOpts, now time.Time) {
+	id := slotID(s.tbl.slots(key, b)[i])
 	var buf [40]byte
 	kb := buf[:s.hashedBytes(k, &buf)]
 	s.dropRec(id)
@@ -640,7 +666,7 @@ func (s *Set) place(kb []byte, h uint32, k *ekey, o *addOpts, now time.Time) err
 		}
 		id := s.newRec(kb)
 		b = bucket{off: t.alloc(ahashInitSize), pos: 1, size: ahashInitSize}
-		t.slots(b)[0] = mkSlot(id, h)
+		t.slots(key, b)[0] = mkSlot(id, h)
 		t.put(key, b)
 		t.used++
 		t.extSize += s.stepBytes()
@@ -656,7 +682,7 @@ func (s *Set) place(kb []byte, h uint32, k *ekey, o *addOpts, now time.Time) err
 	}
 	j, multi := -1, 0
 	a := s.alen()
-	for i, x := range t.slots(b)[:b.pos] {
+	for i, x := range t.slots(key, b)[:b.pos] {
 		if isDead(x) {
 			if j == -1 {
 				j = i
@@ -680,7 +706,7 @@ func (s *Set) place(kb []byte, h uint32, k *ekey, o *addOpts, now time.Time) err
 		if j == -1 {
 			j = 0
 		}
-		sl := t.slots(b)
+		sl := t.slots(key, b)
 		x := sl[j]
 		id := slotID(x)
 		if !isDead(x) {
@@ -710,11 +736,11 @@ func (s *Set) place(kb []byte, h uint32, k *ekey, o *addOpts, now time.Time) err
 			}
 			return errResize
 		}
-		b = t.resized(b, b.size+ahashInitSize)
+		b = t.resized(key, b, b.size+ahashInitSize)
 		t.extSize += s.stepBytes()
 	}
 	id := s.newRec(kb)
-	t.slots(b)[b.pos] = mkSlot(id, h)
+	t.slots(key, b)[b.pos] = mkSlot(id, h)
 	b.pos++
 	t.put(key, b)
 	s.setRec(id, kb, k, o, now)
@@ -732,11 +758,11 @@ func (s *Set) resize(now time.Time) bool {
 	for tb := old.bits + 1; tb < 32; tb++ {
 		nt := newHtable(tb, s.rec.live)
 		ok := true
-		old.forEach(func(_ uint32, ob bucket) {
+		old.forEach(func(okey uint32, ob bucket) {
 			if !ok {
 				return
 			}
-			for _, x := range old.slots(ob)[:ob.pos] {
+			for _, x := range old.slots(okey, ob)[:ob.pos] {
 				if isDead(x) || s.recExpired(slotID(x), nowOff) {
 					continue
 				}
@@ -752,10 +778,10 @@ func (s *Set) resize(now time.Time) bool {
 						ok = false
 						return
 					}
-					m = nt.resized(m, m.size+ahashInitSize)
+					m = nt.resized(nk, m, m.size+ahashInitSize)
 					nt.extSize += s.stepBytes()
 				}
-				nt.slots(m)[m.pos] = x
+				nt.slots(nk, m)[m.pos] = x
 				m.pos++
 				nt.put(nk, m)
 			}
@@ -764,8 +790,8 @@ func (s *Set) resize(now time.Time) bool {
 			continue
 		}
 		// Records left behind: dead slots and expired elements.
-		old.forEach(func(_ uint32, ob bucket) {
-			for _, x := range old.slots(ob)[:ob.pos] {
+		old.forEach(func(okey uint32, ob bucket) {
+			for _, x := range old.slots(okey, ob)[:ob.pos] {
 				if isDead(x) {
 					s.freeRec(slotID(x))
 				} else if s.recExpired(slotID(x), nowOff) {
@@ -787,7 +813,7 @@ func (s *Set) resize(now time.Time) bool {
 // (compacting) once two or more are.
 func (s *Set) hashDelete(key uint32, b bucket, i int) {
 	t := &s.tbl
-	sl := t.slots(b)
+	sl := t.slots(key, b)
 	id := slotID(sl[i])
 	s.dropRec(id)
 	sl[i] = deadSlot(sl[i])
@@ -814,7 +840,7 @@ func (s *Set) hashDelete(key uint32, b bucket, i int) {
 // freeBucket frees a bucket whose slots are all free.
 func (s *Set) freeBucket(key uint32, b bucket) {
 	t := &s.tbl
-	for _, x := range t.slots(b)[:b.pos] {
+	for _, x := range t.slots(key, b)[:b.pos] {
 		s.freeRec(slotID(x))
 	}
 	t.extSize -= hbucketHeader + int(b.size)*s.slotBytes()
@@ -826,7 +852,7 @@ func (s *Set) freeBucket(key uint32, b bucket) {
 // shrink compacts b's used slots into a block AHASH_INIT_SIZE smaller.
 func (s *Set) shrink(key uint32, b bucket) {
 	t := &s.tbl
-	sl := t.slots(b)
+	sl := t.slots(key, b)
 	n := 0
 	for _, x := range sl[:b.pos] {
 		if isDead(x) {
@@ -837,7 +863,7 @@ func (s *Set) shrink(key uint32, b bucket) {
 		n++
 	}
 	b.pos = uint8(n)
-	b = t.resized(b, b.size-ahashInitSize)
+	b = t.resized(key, b, b.size-ahashInitSize)
 	t.put(key, b)
 	t.extSize -= s.stepBytes()
 }
@@ -856,7 +882,7 @@ func (s *Set) gc(now time.Time) {
 	var todo []kb
 	t.forEach(func(key uint32, b bucket) {
 		d := 0
-		sl := t.slots(b)
+		sl := t.slots(key, b)
 		for i, x := range sl[:b.pos] {
 			if isDead(x) {
 				d++
@@ -885,8 +911,8 @@ func (s *Set) gc(now time.Time) {
 // order: bucket by bucket, slot by slot; with all, expired ones too.
 func (s *Set) eachHashMember(now time.Time, all bool, fn func(id uint32)) {
 	nowOff := s.nowOff(now)
-	s.tbl.forEach(func(_ uint32, b bucket) {
-		for _, x := range s.tbl.slots(b)[:b.pos] {
+	s.tbl.forEach(func(key uint32, b bucket) {
+		for _, x := range s.tbl.slots(key, b)[:b.pos] {
 			if !isDead(x) && (all || !s.recExpired(slotID(x), nowOff)) {
 				fn(slotID(x))
 			}

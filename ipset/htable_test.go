@@ -261,7 +261,7 @@ func checkHtable(t require.TestingT, s *Set) {
 		used++
 		require.LessOrEqual(t, b.pos, b.size)
 		require.Positive(t, b.pos)
-		for _, sx := range s.tbl.slots(b)[:b.pos] {
+		for _, sx := range s.tbl.slots(key, b)[:b.pos] {
 			x := slotID(sx)
 			require.False(t, where[x], "record %d in two slots", x)
 			where[x] = true
