@@ -32,5 +32,13 @@
 // beyond 1024 buckets, and the kernel's failure to list a bucket too
 // large for one netlink message.
 //
+// Storage is compact (htable.go): a hash set keeps no object per element
+// but records of the hashed bytes in flat arrays, extensions in side
+// arrays only when the set has them, so a million members take about as
+// much memory as the kernel's "Size in memory" (20-34 bytes each), and
+// lookups allocate nothing. Large IPv4 net sets keep a Bloom filter of
+// their (prefix, length) pairs (pfilter.go) so that a lookup skips the
+// prefix lengths that cannot hold the address.
+//
 // A Registry is not safe for concurrent use.
 package ipset

@@ -208,11 +208,12 @@ func maskInto(dst, src []byte, l int) {
 func (s *Set) probe(kb []byte, nowOff int64, o *MatchOptions) int64 {
 	t := &s.tbl
 	h := s.hashKey(kb)
-	b := t.get(t.mask(h))
+	key := t.mask(h)
+	b := t.get(key)
 	if b.size == 0 {
 		return -1
 	}
-	for _, x := range t.slots(b)[:b.pos] {
+	for _, x := range t.slots(key, b)[:b.pos] {
 		if slotHash(x) != h || isDead(x) {
 			continue
 		}
@@ -240,13 +241,14 @@ func (s *Set) probe(kb []byte, nowOff int64, o *MatchOptions) int64 {
 // but rejected (expired, counters) resets that count.
 func (s *Set) probeIface(kb []byte, k *ekey, nowOff int64, o *MatchOptions) (id int64, seen bool) {
 	t := &s.tbl
-	b := t.get(t.mask(s.hashKey(kb)))
+	key := t.mask(s.hashKey(kb))
+	b := t.get(key)
 	if b.size == 0 {
 		return -1, false
 	}
 	a := s.alen()
 	multi := 0
-	for _, sx := range t.slots(b)[:b.pos] {
+	for _, sx := range t.slots(key, b)[:b.pos] {
 		if isDead(sx) {
 			continue
 		}

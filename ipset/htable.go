@@ -58,20 +58,21 @@ type skbRec struct {
 	queue            uint16
 }
 
-// records holds the elements of a hash set. Record i's key is
-// key[i*stride:(i+1)*stride], the bytes the kernel hashes (hashedBytes);
-// the side arrays exist only for the extensions the set has.
+// records holds the elements of a hash set. Record i is
+// key[i*(stride+1):(i+1)*(stride+1)]: the bytes the kernel hashes
+// (hashedBytes), then a flag byte, so that a lookup reads both from one
+// place; the side arrays exist only for the extensions the set has.
 type records struct {
-	stride int
-	key    []byte
-	flag   []uint8
-	exp    []int64     // timeout: expiry as ns after the set's epoch, 0 permanent
-	cnt    [][2]uint64 // counters: packets, bytes
-	cmt    []uint32    // comment: index into the set's interned comments, 0 none
-	skb    []skbRec    // skbinfo
-	ifc    []uint32    // hash:net,iface: index into the interned names
-	free   []uint32    // record numbers to reuse
-	live   int         // records whose slot is used (expired ones included)
+	stride    int
+	slotBytes int // the kernel's dsize: what a slot books in Size in memory
+	key       []byte
+	exp       []int64     // timeout: expiry as ns after the set's epoch, 0 permanent
+	cnt       [][2]uint64 // counters: packets, bytes
+	cmt       []uint32    // comment: index into the set's interned comments, 0 none
+	skb       []skbRec    // skbinfo
+	ifc       []uint32    // hash:net,iface: index into the interned names
+	free      []uint32    // record numbers to reuse
+	live      int         // records whose slot is used (expired ones included)
 }
 
 // intern maps strings (comments, interface names) to small numbers; 0 is
@@ -122,14 +123,23 @@ type slab struct {
 
 // htable is the set's bucket array and the bytes the kernel books for its
 // buckets (hregion ext_size). The array is dense when the table is small
-// or well filled, a map otherwise (hashsize may be 2^31).
+// or well filled, a map otherwise (hashsize may be 2^31). In a dense
+// array a bucket of two slots (the kernel's first allocation, and most
+// buckets) keeps them beside its header, so that a lookup reads one place
+// for both; larger buckets, and all of a map's, are blocks of the slabs.
 type htable struct {
 	bits    uint8
-	dense   []bucket
+	dense   []dbucket
 	sparse  map[uint32]bucket
 	slabs   []slab // by size/2 - 1
 	extSize int
 	used    int // buckets allocated
+}
+
+// dbucket is a bucket of a dense table with room for two slots.
+type dbucket struct {
+	b   bucket
+	inl [ahashInitSize]slot
 }
 
 const (
@@ -142,7 +152,7 @@ const (
 func newHtable(tbits uint8, n int) htable {
 	t := htable{bits: tbits}
 	if tbits <= denseBits || n >= 1<<tbits/8 {
-		t.dense = make([]bucket, 1<<tbits)
+		t.dense = make([]dbucket, 1<<tbits)
 	} else {
 		t.sparse = map[uint32]bucket{}
 	}
@@ -153,14 +163,14 @@ func hashBits(hashsize int) uint8 { return uint8(bits.Len(uint(hashsize - 1))) }
 
 func (t *htable) get(key uint32) bucket {
 	if t.dense != nil {
-		return t.dense[key]
+		return t.dense[key].b
 	}
 	return t.sparse[key]
 }
 
 func (t *htable) put(key uint32, b bucket) {
 	if t.dense != nil {
-		t.dense[key] = b
+		t.dense[key].b = b
 		return
 	}
 	if b.size == 0 {
@@ -175,20 +185,36 @@ func (t *htable) densify(n int) {
 	if t.dense != nil || n < 1<<t.bits/8 {
 		return
 	}
-	t.dense = make([]bucket, 1<<t.bits)
-	for k, b := range t.sparse {
-		t.dense[k] = b
+	sparse := t.sparse
+	t.dense, t.sparse = make([]dbucket, 1<<t.bits), nil
+	for k, b := range sparse {
+		if b.size == ahashInitSize {
+			sl := &t.slabs[0]
+			copy(t.dense[k].inl[:], sl.mem[b.off:b.off+ahashInitSize])
+			sl.free = append(sl.free, b.off)
+			b.off = 0
+		}
+		t.dense[k].b = b
 	}
-	t.sparse = nil
 }
 
-// slots returns the size slots of b (valid until the next alloc).
-func (t *htable) slots(b bucket) []slot {
+// inline reports whether a bucket of size slots keeps them in its header.
+func (t *htable) inline(size uint8) bool { return size == ahashInitSize && t.dense != nil }
+
+// slots returns the size slots of bucket b, number key (valid until the
+// next alloc).
+func (t *htable) slots(key uint32, b bucket) []slot {
+	if t.inline(b.size) {
+		return t.dense[key].inl[:]
+	}
 	return t.slabs[b.size/2-1].mem[b.off : b.off+uint32(b.size) : b.off+uint32(b.size)]
 }
 
 // alloc returns a block of size slots (size even, > 0).
 func (t *htable) alloc(size uint8) uint32 {
+	if t.inline(size) {
+		return 0
+	}
 	c := int(size/2 - 1)
 	for len(t.slabs) <= c {
 		t.slabs = append(t.slabs, slab{})
@@ -205,17 +231,18 @@ func (t *htable) alloc(size uint8) uint32 {
 }
 
 func (t *htable) release(b bucket) {
-	if b.size > 0 {
+	if b.size > 0 && !t.inline(b.size) {
 		sl := &t.slabs[b.size/2-1]
 		sl.free = append(sl.free, b.off)
 	}
 }
 
-// resized moves b's pos slots into a new block of size slots.
-func (t *htable) resized(b bucket, size uint8) bucket {
+// resized moves the pos slots of bucket b, number key, into a new block
+// of size slots.
+func (t *htable) resized(key uint32, b bucket, size uint8) bucket {
 	off := t.alloc(size)
 	nb := bucket{off: off, pos: b.pos, size: size}
-	copy(t.slots(nb), t.slots(b)[:b.pos])
+	copy(t.slots(key, nb), t.slots(key, b)[:b.pos])
 	t.release(b)
 	return nb
 }
@@ -223,8 +250,8 @@ func (t *htable) resized(b bucket, size uint8) bucket {
 // forEach calls fn for every bucket in key order.
 func (t *htable) forEach(fn func(key uint32, b bucket)) {
 	if t.dense != nil {
-		for k, b := range t.dense {
-			if b.size != 0 {
+		for k := range t.dense {
+			if b := t.dense[k].b; b.size != 0 {
 				fn(uint32(k), b)
 			}
 		}
@@ -328,7 +355,7 @@ func (s *Set) cidrAt(dim int) (at int, off1 bool) {
 // recCIDR returns the prefix length of net dimension dim of record id.
 func (s *Set) recCIDR(id uint32, dim int) uint8 {
 	at, off1 := s.cidrAt(dim)
-	c := s.rec.key[int(id)*s.rec.stride+at]
+	c := s.rec.key[int(id)*(s.rec.stride+1)+at]
 	if off1 {
 		c = c&0x7f + 1
 	}
@@ -337,8 +364,7 @@ func (s *Set) recCIDR(id uint32, dim int) uint8 {
 
 // recKey decodes record id back into an element.
 func (s *Set) recKey(id uint32) ekey {
-	st := s.rec.stride
-	b := s.rec.key[int(id)*st : int(id+1)*st]
+	b := s.keyOf(id)
 	a := s.alen()
 	addr := func(off int) netip.Addr {
 		if a == 4 {
@@ -363,7 +389,7 @@ func (s *Set) recKey(id uint32) ekey {
 	case "hash:net,iface":
 		k.physdev, k.c1 = b[a] == 1, b[a+1]
 		k.iface = s.ifaces.str(s.rec.ifc[id])
-		k.wildcard = s.rec.flag[id]&recWildcard != 0
+		k.wildcard = *s.flag(id)&recWildcard != 0
 	}
 	return k
 }
@@ -371,8 +397,17 @@ func (s *Set) recKey(id uint32) ekey {
 // keyOf returns record id's key bytes.
 func (s *Set) keyOf(id uint32) []byte {
 	st := s.rec.stride
-	return s.rec.key[int(id)*st : int(id+1)*st : int(id+1)*st]
+	i := int(id) * (st + 1)
+	return s.rec.key[i : i+st : i+st]
 }
+
+// flag returns record id's flag byte.
+func (s *Set) flag(id uint32) *uint8 {
+	return &s.rec.key[int(id)*(s.rec.stride+1)+s.rec.stride]
+}
+
+// nrec is the number of records, free ones included.
+func (s *Set) nrec() int { return len(s.rec.key) / (s.rec.stride + 1) }
 
 // hashKey is the kernel's jhash2 of key bytes b; the bucket in a table of
 // 2^bits buckets is its low bits.
@@ -399,7 +434,7 @@ func (s *Set) initHash() {
 	a := s.alen()
 	stride := map[string]int{"hash:ip": a, "hash:net": a + 4, "hash:ip,port": a + 4, "hash:net,port": a + 4,
 		"hash:ip,port,ip": 2*a + 4, "hash:ip,port,net": 2*a + 4, "hash:net,iface": a + 4}[s.typ.name]
-	s.rec = records{stride: stride}
+	s.rec = records{stride: stride, slotBytes: s.computeSlotBytes()}
 	s.tbl = newHtable(hashBits(s.hashsize), 0)
 	s.comments, s.ifaces = intern{}, intern{}
 	s.filter = nil
@@ -424,7 +459,7 @@ func (s *Set) newRec(kb []byte) uint32 {
 		id = r.free[n-1]
 		r.free = r.free[:n-1]
 		copy(s.keyOf(id), kb)
-		r.flag[id] = 0
+		*s.flag(id) = 0
 		if s.hasTimeout {
 			r.exp[id] = 0
 		}
@@ -442,9 +477,9 @@ func (s *Set) newRec(kb []byte) uint32 {
 		}
 		return id
 	}
-	id = uint32(len(r.flag))
+	id = uint32(s.nrec())
 	r.key = append(r.key, kb...)
-	r.flag = append(r.flag, 0)
+	r.key = append(r.key, 0)
 	if s.hasTimeout {
 		r.exp = append(r.exp, 0)
 	}
@@ -471,9 +506,9 @@ func (s *Set) freeRec(id uint32) { s.rec.free = append(s.rec.free, id) }
 // the add carries its own.
 func (s *Set) setRec(id uint32, kb []byte, k *ekey, o *addOpts, now time.Time) {
 	copy(s.keyOf(id), kb)
-	s.rec.flag[id] = 0
+	*s.flag(id) = 0
 	if k.wildcard {
-		s.rec.flag[id] = recWildcard
+		*s.flag(id) = recWildcard
 	}
 	if s.isIface() {
 		s.rec.ifc[id] = s.ifaces.get(k.iface)
@@ -490,9 +525,9 @@ func (s *Set) setRec(id uint32, kb []byte, k *ekey, o *addOpts, now time.Time) {
 // applyRecOpts is applyOpts for a record.
 func (s *Set) applyRecOpts(id uint32, o *addOpts, now time.Time) {
 	r := &s.rec
-	r.flag[id] &^= recNomatch
+	*s.flag(id) &^= recNomatch
 	if o.nomatch {
-		r.flag[id] |= recNomatch
+		*s.flag(id) |= recNomatch
 	}
 	if s.hasTimeout {
 		r.exp[id] = 0
@@ -538,7 +573,7 @@ func (s *Set) sameKey(id uint32, kb []byte, k *ekey) bool {
 		return false
 	}
 	if s.isIface() {
-		return s.ifaces.str(s.rec.ifc[id]) == k.iface && (s.rec.flag[id]&recWildcard != 0) == k.wildcard
+		return s.ifaces.str(s.rec.ifc[id]) == k.iface && (*s.flag(id)&recWildcard != 0) == k.wildcard
 	}
 	return true
 }
@@ -554,7 +589,7 @@ func (s *Set) hslot(k *ekey) (key uint32, b bucket, i int) {
 	if b.size == 0 {
 		return key, b, -1
 	}
-	for i, x := range s.tbl.slots(b)[:b.pos] {
+	for i, x := range s.tbl.slots(key, b)[:b.pos] {
 		if slotHash(x) == h && !isDead(x) && s.sameKey(slotID(x), kb, k) {
 			return key, b, i
 		}
@@ -574,7 +609,9 @@ var errBucketFull = &textError{msg: "Hash bucket is full, the kernel does not re
 func (s *Set) stepBytes() int { return hbucketHeader + ahashInitSize*s.slotBytes() }
 
 // slotBytes is one element slot: the element with its extensions.
-func (s *Set) slotBytes() int {
+func (s *Set) slotBytes() int { return s.rec.slotBytes }
+
+func (s *Set) computeSlotBytes() int {
 	l := hashLayouts[s.typ.name]
 	fam := 0
 	if s.family == 6 {
@@ -599,11 +636,11 @@ func (s *Set) hashInsert(k *ekey, o *addOpts, now time.Time) error {
 	}
 }
 
-// reuseExpired overwrites the expired element in slot i of bucket b with
-// the same key, as the kernel does: the new element takes its slot and the
-// counters left there unless the add gives some.
-func (s *Set) reuseExpired(b bucket, i int, k *ekey, o *addOpts, now time.Time) {
-	id := slotID(s.tbl.slots(b)[i])
+// reuseExpired overwrites the expired element in slot i of bucket b
+// (number key) with the same key, as the kernel does: the new element
+// takes its slot and the counters left there unless the add gives some.
+func (s *Set) reuseExpired(key uint32, b bucket, i int, k *ekey, o *addOpts, now time.Time) {
+	id := slotID(s.tbl.slots(key, b)[i])
 	var buf [40]byte
 	kb := buf[:s.hashedBytes(k, &buf)]
 	s.dropRec(id)
@@ -629,7 +666,7 @@ func (s *Set) place(kb []byte, h uint32, k *ekey, o *addOpts, now time.Time) err
 		}
 		id := s.newRec(kb)
 		b = bucket{off: t.alloc(ahashInitSize), pos: 1, size: ahashInitSize}
-		t.slots(b)[0] = mkSlot(id, h)
+		t.slots(key, b)[0] = mkSlot(id, h)
 		t.put(key, b)
 		t.used++
 		t.extSize += s.stepBytes()
@@ -645,7 +682,7 @@ func (s *Set) place(kb []byte, h uint32, k *ekey, o *addOpts, now time.Time) err
 	}
 	j, multi := -1, 0
 	a := s.alen()
-	for i, x := range t.slots(b)[:b.pos] {
+	for i, x := range t.slots(key, b)[:b.pos] {
 		if isDead(x) {
 			if j == -1 {
 				j = i
@@ -669,7 +706,7 @@ func (s *Set) place(kb []byte, h uint32, k *ekey, o *addOpts, now time.Time) err
 		if j == -1 {
 			j = 0
 		}
-		sl := t.slots(b)
+		sl := t.slots(key, b)
 		x := sl[j]
 		id := slotID(x)
 		if !isDead(x) {
@@ -699,11 +736,11 @@ func (s *Set) place(kb []byte, h uint32, k *ekey, o *addOpts, now time.Time) err
 			}
 			return errResize
 		}
-		b = t.resized(b, b.size+ahashInitSize)
+		b = t.resized(key, b, b.size+ahashInitSize)
 		t.extSize += s.stepBytes()
 	}
 	id := s.newRec(kb)
-	t.slots(b)[b.pos] = mkSlot(id, h)
+	t.slots(key, b)[b.pos] = mkSlot(id, h)
 	b.pos++
 	t.put(key, b)
 	s.setRec(id, kb, k, o, now)
@@ -721,11 +758,11 @@ func (s *Set) resize(now time.Time) bool {
 	for tb := old.bits + 1; tb < 32; tb++ {
 		nt := newHtable(tb, s.rec.live)
 		ok := true
-		old.forEach(func(_ uint32, ob bucket) {
+		old.forEach(func(okey uint32, ob bucket) {
 			if !ok {
 				return
 			}
-			for _, x := range old.slots(ob)[:ob.pos] {
+			for _, x := range old.slots(okey, ob)[:ob.pos] {
 				if isDead(x) || s.recExpired(slotID(x), nowOff) {
 					continue
 				}
@@ -741,10 +778,10 @@ func (s *Set) resize(now time.Time) bool {
 						ok = false
 						return
 					}
-					m = nt.resized(m, m.size+ahashInitSize)
+					m = nt.resized(nk, m, m.size+ahashInitSize)
 					nt.extSize += s.stepBytes()
 				}
-				nt.slots(m)[m.pos] = x
+				nt.slots(nk, m)[m.pos] = x
 				m.pos++
 				nt.put(nk, m)
 			}
@@ -753,8 +790,8 @@ func (s *Set) resize(now time.Time) bool {
 			continue
 		}
 		// Records left behind: dead slots and expired elements.
-		old.forEach(func(_ uint32, ob bucket) {
-			for _, x := range old.slots(ob)[:ob.pos] {
+		old.forEach(func(okey uint32, ob bucket) {
+			for _, x := range old.slots(okey, ob)[:ob.pos] {
 				if isDead(x) {
 					s.freeRec(slotID(x))
 				} else if s.recExpired(slotID(x), nowOff) {
@@ -776,7 +813,7 @@ func (s *Set) resize(now time.Time) bool {
 // (compacting) once two or more are.
 func (s *Set) hashDelete(key uint32, b bucket, i int) {
 	t := &s.tbl
-	sl := t.slots(b)
+	sl := t.slots(key, b)
 	id := slotID(sl[i])
 	s.dropRec(id)
 	sl[i] = deadSlot(sl[i])
@@ -803,7 +840,7 @@ func (s *Set) hashDelete(key uint32, b bucket, i int) {
 // freeBucket frees a bucket whose slots are all free.
 func (s *Set) freeBucket(key uint32, b bucket) {
 	t := &s.tbl
-	for _, x := range t.slots(b)[:b.pos] {
+	for _, x := range t.slots(key, b)[:b.pos] {
 		s.freeRec(slotID(x))
 	}
 	t.extSize -= hbucketHeader + int(b.size)*s.slotBytes()
@@ -815,7 +852,7 @@ func (s *Set) freeBucket(key uint32, b bucket) {
 // shrink compacts b's used slots into a block AHASH_INIT_SIZE smaller.
 func (s *Set) shrink(key uint32, b bucket) {
 	t := &s.tbl
-	sl := t.slots(b)
+	sl := t.slots(key, b)
 	n := 0
 	for _, x := range sl[:b.pos] {
 		if isDead(x) {
@@ -826,7 +863,7 @@ func (s *Set) shrink(key uint32, b bucket) {
 		n++
 	}
 	b.pos = uint8(n)
-	b = t.resized(b, b.size-ahashInitSize)
+	b = t.resized(key, b, b.size-ahashInitSize)
 	t.put(key, b)
 	t.extSize -= s.stepBytes()
 }
@@ -845,7 +882,7 @@ func (s *Set) gc(now time.Time) {
 	var todo []kb
 	t.forEach(func(key uint32, b bucket) {
 		d := 0
-		sl := t.slots(b)
+		sl := t.slots(key, b)
 		for i, x := range sl[:b.pos] {
 			if isDead(x) {
 				d++
@@ -874,8 +911,8 @@ func (s *Set) gc(now time.Time) {
 // order: bucket by bucket, slot by slot; with all, expired ones too.
 func (s *Set) eachHashMember(now time.Time, all bool, fn func(id uint32)) {
 	nowOff := s.nowOff(now)
-	s.tbl.forEach(func(_ uint32, b bucket) {
-		for _, x := range s.tbl.slots(b)[:b.pos] {
+	s.tbl.forEach(func(key uint32, b bucket) {
+		for _, x := range s.tbl.slots(key, b)[:b.pos] {
 			if !isDead(x) && (all || !s.recExpired(slotID(x), nowOff)) {
 				fn(slotID(x))
 			}
@@ -885,7 +922,7 @@ func (s *Set) eachHashMember(now time.Time, all bool, fn func(id uint32)) {
 
 // recEntry is record id as an entry, for printing.
 func (s *Set) recEntry(id uint32, e *entry) {
-	*e = entry{k: s.recKey(id), nomatch: s.rec.flag[id]&recNomatch != 0}
+	*e = entry{k: s.recKey(id), nomatch: *s.flag(id)&recNomatch != 0}
 	if s.hasTimeout && s.rec.exp[id] != 0 {
 		e.expires = s.epoch.Add(time.Duration(s.rec.exp[id]))
 	}

@@ -261,7 +261,7 @@ func checkHtable(t require.TestingT, s *Set) {
 		used++
 		require.LessOrEqual(t, b.pos, b.size)
 		require.Positive(t, b.pos)
-		for _, sx := range s.tbl.slots(b)[:b.pos] {
+		for _, sx := range s.tbl.slots(key, b)[:b.pos] {
 			x := slotID(sx)
 			require.False(t, where[x], "record %d in two slots", x)
 			where[x] = true
@@ -277,7 +277,7 @@ func checkHtable(t require.TestingT, s *Set) {
 		require.False(t, where[x], "free record %d in a slot", x)
 		where[x] = true
 	}
-	require.Len(t, where, len(s.rec.flag), "records neither in a slot nor free")
+	require.Len(t, where, s.nrec(), "records neither in a slot nor free")
 	require.Equal(t, s.rec.live, live)
 	require.Equal(t, s.tbl.used, used)
 	require.GreaterOrEqual(t, s.tbl.extSize, 0)

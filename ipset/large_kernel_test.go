@@ -97,6 +97,12 @@ func TestKernelLargeSets(t *testing.T) {
 			}
 			t.Fatalf("%s: ipset list: kernel %d lines, packetwalk %d", step, len(kl), len(ol))
 		}
+		for _, l := range strings.Split(ours.String(), "\n") {
+			if strings.HasPrefix(l, "Name: ") || strings.HasPrefix(l, "Header: ") || strings.HasPrefix(l, "Size in memory: ") ||
+				strings.HasPrefix(l, "Number of entries: ") {
+				t.Logf("%s: %s", step, l)
+			}
+		}
 		script := `while read -r s e; do ipset test "$s" "$e" >/dev/null 2>&1; echo $?; done`
 		cmd = exec.Command("ip", "netns", "exec", ns, "bash", "-c", script)
 		cmd.Stdin = strings.NewReader(strings.Join(probes, "\n") + "\n")

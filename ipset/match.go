@@ -83,7 +83,7 @@ func (s *Set) Match(k Key, now time.Time, o *MatchOptions) bool {
 		if id < 0 {
 			return false
 		}
-		match = s.rec.flag[id]&recNomatch == 0
+		match = *s.flag(uint32(id))&recNomatch == 0
 	} else {
 		ek, ok := s.keyFromPacket(k)
 		if !ok {

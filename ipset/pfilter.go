@@ -150,11 +150,11 @@ func (s *Set) buildFilter() {
 	n := max(s.rec.live, pfilterMin) * 2 * pfilterBitsPer / 512
 	lines := uint32(1) << bits.Len32(uint32(n-1))
 	f := &pfilter{words: make([]uint64, lines*8), lines: lines}
-	free := make([]uint64, (len(s.rec.flag)+63)/64)
+	free := make([]uint64, (s.nrec()+63)/64)
 	for _, id := range s.rec.free {
 		free[id/64] |= 1 << (id % 64)
 	}
-	for id := range uint32(len(s.rec.flag)) {
+	for id := range uint32(s.nrec()) {
 		if free[id/64]&(1<<(id%64)) == 0 {
 			f.add(s.walkedAddr(id))
 		}

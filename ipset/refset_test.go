@@ -379,3 +379,47 @@ func TestCompactMatchesReference(t *testing.T) {
 		}
 	})
 }
+
+// A table too large for its elements is a map, and turns into an array
+// once an eighth of its buckets could be used; both agree with the
+// reference all the way, deletes included.
+func TestSparseTableDensifies(t *testing.T) {
+	r, _ := newTestRegistry()
+	require.NoError(t, r.Create("S", "hash:net", false, "hashsize", "131072", "maxelem", "100000", "initval", "0x5eed"))
+	s := r.Get("S")
+	require.Nil(t, s.tbl.dense)
+	ref := newRefHash(s)
+	rng := rand.New(rand.NewPCG(7, 7))
+	var elems []string
+	check := func(step string) {
+		var got []byte
+		s.eachMember(s.now(), func(e *entry) { got = append(s.appendMember(got, e, s.now()), '\n') })
+		require.Equal(t, ref.members(), string(got), step)
+		require.Equal(t, ref.memSize(), s.memSize(s.now()), step)
+		checkHtable(t, s)
+	}
+	for len(elems) < 20000 {
+		e := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))}),
+			16+rng.IntN(17)).Masked().String()
+		var k ekey
+		require.NoError(t, s.eachElem(e, func(x ekey) error { k = x; return nil }))
+		want := ref.add(k, false, 0, false, false)
+		require.Equal(t, want, r.Add("S", e, false), e)
+		if want == nil {
+			elems = append(elems, e)
+		}
+		if len(elems) == 1000 {
+			require.Nil(t, s.tbl.dense, "sparse below 16384 elements")
+			check("sparse")
+		}
+	}
+	require.NotNil(t, s.tbl.dense, "dense from 16384 elements")
+	check("dense")
+	for _, e := range elems[:10000] {
+		var k ekey
+		require.NoError(t, s.eachElem(e, func(x ekey) error { k = x; return nil }))
+		require.NoError(t, ref.del(k))
+		require.NoError(t, r.Del("S", e, false))
+	}
+	check("after deletes")
+}

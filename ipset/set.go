@@ -120,13 +120,13 @@ type addOpts struct {
 func (s *Set) insertKey(k ekey, o *addOpts, exist bool) error {
 	now := s.now()
 	if s.typ.kind == kindHash {
-		_, b, i := s.hslot(&k)
+		key, b, i := s.hslot(&k)
 		if i < 0 {
 			return s.hashInsert(&k, o, now)
 		}
-		id := slotID(s.tbl.slots(b)[i])
+		id := slotID(s.tbl.slots(key, b)[i])
 		if s.recExpired(id, s.nowOff(now)) {
-			s.reuseExpired(b, i, &k, o, now)
+			s.reuseExpired(key, b, i, &k, o, now)
 			return nil
 		}
 		if !exist {
@@ -240,7 +240,7 @@ func presentLens(c *[129]int) []uint8 {
 func (s *Set) deleteKey(k ekey) error {
 	if s.typ.kind == kindHash {
 		key, b, i := s.hslot(&k)
-		if i < 0 || s.recExpired(slotID(s.tbl.slots(b)[i]), s.nowOff(s.now())) {
+		if i < 0 || s.recExpired(slotID(s.tbl.slots(key, b)[i]), s.nowOff(s.now())) {
 			return ErrNotAdded
 		}
 		s.hashDelete(key, b, i)
@@ -331,7 +331,7 @@ func (s *Set) lookupFlags(pk Key, now time.Time, count bool, bytes int) (found, 
 			c[0]++
 			c[1] += uint64(bytes)
 		}
-		return true, s.rec.flag[id]&recNomatch != 0
+		return true, *s.flag(uint32(id))&recNomatch != 0
 	}
 	k, ok := s.keyFromPacket(pk)
 	if !ok {
@@ -477,7 +477,7 @@ func (s *Set) testKey(k ekey, now time.Time) bool {
 	full := uint8(s.maxBits())
 	if s.typ.kind == kindHash {
 		id := s.hfind(&k, s.isNet(0) && k.c1 == full, s.isNet(2) && k.c2 == full, now, nil)
-		return id >= 0 && s.rec.flag[id]&recNomatch == 0
+		return id >= 0 && *s.flag(uint32(id))&recNomatch == 0
 	}
 	e := s.bfind(k, now, nil)
 	return e != nil && !e.nomatch
