@@ -986,6 +986,11 @@ func (rs *Ruleset) restoreListing(data []byte, opt RestoreOptions, committed *[n
 			}
 		}
 	}
+	for _, b := range blocks {
+		if !b.opt.Verbose && len(b.chains) > 0 {
+			fo.Report.Notes = append(fo.Report.Notes, fmt.Sprintf("line %d: a listing without -v shows no interfaces: its rules were read without -i and -o (list with -v to keep them)", b.chains[0].line))
+		}
+	}
 	rs.tables = work.tables
 	return nil
 }
