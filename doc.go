@@ -22,8 +22,13 @@
 //     cluster's Services and EndpointSlices.
 //   - agents: the rules and sets of the other node agents (ip-masq-agent,
 //     Calico natOutgoing, Docker's bridge network).
+//   - cluster: hosts composed into a network (pods, veth links, bridges
+//     with br_netfilter, cloud routers and route tables, a load balancer
+//     with health probes, an Internet gateway with SNAT, IP-in-IP and
+//     VXLAN tunnels); walks across it hop by hop, replies back through
+//     every device's state, and Explain's exact outcomes of the whole path.
 //   - render: a table of a ruleset drawn as a Graphviz graph, with a traced
-//     packet's path.
+//     packet's path; a cluster walk drawn hop by hop.
 //   - netfilter/netfiltertest: helpers for tests of rules, importing no
 //     Kubernetes package: a tracing host on a manual clock, a packet's
 //     reply, whether a rule matched, a trace printer, probability

@@ -113,6 +113,9 @@ const (
 	// ReasonRefused: "refused", the host refused the packet without
 	// walking it; Result.Err says why.
 	ReasonRefused
+	// ReasonNoBridgePort: "no bridge port", a bridged frame to a
+	// neighbour no port of the bridge leads to (Host.ReceiveBridged).
+	ReasonNoBridgePort
 )
 
 var reasonNames = [...]string{
@@ -135,6 +138,7 @@ var reasonNames = [...]string{
 	ReasonReassembledTooLong:   "reassembled packet longer than 65535 bytes: discarded",
 	ReasonTooManyFragments:     "too many fragments queued: dropped",
 	ReasonRefused:              "refused",
+	ReasonNoBridgePort:         "no bridge port",
 }
 
 // String returns the reason's text ("TTL exceeded", "martian source"...),

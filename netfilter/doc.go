@@ -100,6 +100,13 @@
 // and with [Host.Tracing] on, [Result.Trace] holds every step (result.go:
 // Result, Step, Verdict, Disposition and the recording of the deciding place).
 //
+// [Host.ReceiveBridged] (bridge.go) walks a frame arriving on a port of one
+// of the host's Linux bridges as br_netfilter shows it to iptables: up to
+// the host through Host.walk, or bridged to another port through
+// PREROUTING, FORWARD and POSTROUTING without a routing decision, with
+// [Packet].PhysIn, PhysOut and Bridged set for -m physdev; [Host.Lookup]
+// is the route lookup callers composing hosts (package cluster) need.
+//
 // [Host.Explain] runs the same walk under an oracle (explain.go) that, at
 // each statistic --mode random match, follows both branches and weighs them
 // by the kernel's stored 31-bit probability; it returns every [Outcome]

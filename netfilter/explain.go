@@ -49,6 +49,19 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	return h.explain(&p, func(res *Result, q *Packet) {
+		if iface == "" {
+			h.send(res, q)
+		} else {
+			h.receive(res, iface, q)
+		}
+	})
+}
+
+// explain runs walk over every path of the packet p under the oracle and
+// merges the outcomes, as Explain describes.
+func (h *Host) explain(pp *Packet, walk func(res *Result, p *Packet)) ([]Outcome, error) {
+	p := *pp
 	o := &explainOracle{resumable: !h.referenceEval(), arena: newProbArena(), resume: -1}
 	h.explaining, h.oracle = true, o
 	defer func() { h.explaining, h.oracle = false, nil }()
@@ -62,11 +75,7 @@ func (h *Host) Explain(iface string, p Packet) ([]Outcome, error) {
 			return nil, fmt.Errorf("%w: more than %d paths", ErrNotModelled, maxExplainPaths)
 		}
 		o.startWalk()
-		if iface == "" {
-			h.send(res, &p)
-		} else {
-			h.receive(res, iface, &p)
-		}
+		walk(res, &p)
 		*h.ctPCG = ctRand
 		if m.add(o.pathNode(), res) {
 			res = m.slot()

@@ -365,37 +365,12 @@ func (h *Host) walkHooks(w *walk, local bool) {
 		res.Disposition = Delivered
 		return
 	}
-	reason := routeFailure(out)
-	switch {
-	case reason != NoReason:
-	case h.cfg.NoForwarding:
-		reason = ReasonForwardingDisabled
-	case p.TTL <= 1:
-		reason = ReasonTTLExceeded
-	}
-	if reason != NoReason {
+	if reason := routeFailure(out); reason != NoReason {
 		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, reason
 		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
-		if reason == ReasonTTLExceeded {
-			// ip_forward and ip6_forward answer with an ICMP time
-			// exceeded, sent like REJECT's replies (icmp_send).
-			if e, ok := h.timeExceededReply(p); ok {
-				if out, ok := h.sendEmitted(w, e); ok {
-					res.Emitted = append(res.Emitted, out)
-				}
-			}
-		}
 		return
 	}
-	p.Out = out.Iface
-	p.TTL--
-	if !h.runHook(w, Forward) {
-		return
-	}
-	if !h.runHook(w, Postrouting) {
-		return
-	}
-	res.Disposition = Forwarded
+	h.forwardRouted(w, out)
 }
 
 // sendEmitted sends a packet netfilter generated while walking w (a REJECT

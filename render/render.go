@@ -4,6 +4,8 @@
 // "statistic --mode random" rules, the probability), optionally one leaf
 // per non-jump target, and a packet's path from a traced Result
 // highlighted. DOT returns the graph text; SVG runs Graphviz's dot on it.
+// WalkDOT draws a packet's whole path across a cluster (package cluster):
+// one box per hop with the addresses and what each host's rules did.
 package render
 
 import (

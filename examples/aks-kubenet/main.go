@@ -18,6 +18,11 @@
 //     with the pod's IP, everything else is masqueraded to the node's IP.
 //     Adding 10.1.0.0/16 to the ConfigMap adds a RETURN rule, and traffic
 //     to 10.1.0.0/16 keeps the pod IP.
+//   - Across the kubenet cluster (package cluster): the VNet's route
+//     table sends each node's pod CIDR to that node, so a pod reaches
+//     pods on other nodes with its own address; its traffic to the
+//     Internet is masqueraded twice, to the node's address by
+//     ip-masq-agent and to the public address by the outbound SNAT.
 //
 // The kube-proxy rules are kube-proxy's legacy layout with pre-v1.19 port
 // names (the chain names are the post's: KUBE-SVC-4N57TFCL4MD7ZTDA,
@@ -25,6 +30,10 @@
 // not list, is 10.100.1.2 on kubenet and the CNI pods are 10.220.2.28,
 // .41 and .76 — the addresses whose hashes are the post's chain names.
 // Unlike the post's listing, the rules carry kube-proxy's comments.
+//
+// walk-pod.svg and walk-internet.svg draw the whole path of a pod's
+// connection to a pod on another node and to the Internet, hop by hop
+// (render.WalkDOT; redrawn by go test -update).
 package main
 
 import (
@@ -37,6 +46,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
@@ -200,6 +210,110 @@ func cniNode() (*netfilter.Host, error) {
 	return h, nil
 }
 
+// kubenetMasqConfig is the kubenet cluster's ip-masq-agent ConfigMap:
+// the pod CIDR and the VNet keep their addresses.
+const kubenetMasqConfig = `nonMasqueradeCIDRs:
+  - 10.100.0.0/16
+  - 10.240.0.0/16
+masqLinkLocal: false
+`
+
+// The kubenet cluster's nodes: name, eth0 address, pod CIDR (on cbr0).
+var kubenetNodes = []struct{ name, host, ip, cidr, bridge string }{
+	{"aks-nodepool1-27511634-vmss000000", "vmss000000", "10.240.0.4", "10.100.0.0/24", "10.100.0.1/24"},
+	{"aks-nodepool1-27511634-vmss000002", "vmss000002", "10.240.0.6", "10.100.1.0/24", "10.100.1.1/24"},
+	{"aks-nodepool1-27511634-vmss000001", "vmss000001", "10.240.0.5", "10.100.2.0/24", "10.100.2.1/24"},
+}
+
+// Outbound is the public address of the cluster's outbound SNAT (the
+// load balancer's outbound rule, here a NAT gateway).
+const Outbound = "20.50.60.70"
+
+// kubenetCluster is the whole kubenet cluster: three nodes, each with
+// kube-proxy's rules for the three nginx pods, ip-masq-agent and its pods
+// on cbr0; the VNet whose route table sends each pod CIDR to its node
+// (the route table AKS manages for kubenet); the outbound SNAT to the
+// Internet.
+func kubenetCluster(w io.Writer) (*story.Net, error) {
+	n := story.NewNet(w, cluster.Config{Seed: 1})
+	vnet, err := n.AddRouter("vnet", netip.MustParseAddr("10.240.0.1"))
+	if err != nil {
+		return nil, err
+	}
+	inet4, err := n.AddRouter("internet")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := n.AddGateway("outbound", netip.MustParseAddr(Outbound), netip.MustParsePrefix("10.240.0.0/16")); err != nil {
+		return nil, err
+	}
+	errs := []error{
+		vnet.AddPort("outbound"),
+		vnet.AddRoute(cluster.RouterRoute{Dst: netip.MustParsePrefix("0.0.0.0/0"), Port: "outbound"}),
+		inet4.AddPort("outbound", netip.MustParsePrefix(Outbound+"/32")),
+		inet4.AddPort("world", netip.MustParsePrefix("0.0.0.0/0")),
+		n.Link(cluster.Port{Device: "outbound", Iface: "inside"}, cluster.Port{Device: "vnet", Iface: "outbound"}),
+		n.Link(cluster.Port{Device: "outbound", Iface: "outside"}, cluster.Port{Device: "internet", Iface: "outbound"}),
+	}
+	for i, nd := range kubenetNodes {
+		h, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: uint64(20 + i)})
+		errs = append(errs,
+			h.AddInterface("eth0", netip.MustParsePrefix(nd.ip+"/16")),
+			h.AddInterface("cbr0", netip.MustParsePrefix(nd.bridge)),
+			h.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0", Gateway: netip.MustParseAddr("10.240.0.1")}),
+			loadProxy(h, nd.name, "10.100.0.0/16", nginx(KubenetIP, threePods...)),
+			h.Exec("-t nat -N IP-MASQ-AGENT"),
+			h.Exec(`-t nat -A POSTROUTING -m comment --comment "ip-masq-agent: ensure nat POSTROUTING directs all non-LOCAL destination traffic to our custom IP-MASQ-AGENT chain" -m addrtype ! --dst-type LOCAL -j IP-MASQ-AGENT`),
+			syncMasqAgent(h, kubenetMasqConfig),
+			n.AddHost(nd.host, h),
+			n.AddBridge(nd.host, "cbr0"),
+			vnet.AddPort(nd.host, netip.MustParsePrefix(nd.ip+"/32")),
+			vnet.AddRoute(cluster.RouterRoute{Dst: netip.MustParsePrefix(nd.cidr), NextHop: netip.MustParseAddr(nd.ip)}),
+			n.Link(cluster.Port{Device: nd.host, Iface: "eth0"}, cluster.Port{Device: "vnet", Iface: nd.host}),
+		)
+	}
+	pods := []struct{ name, host, ip, gw string }{{"client pod", "vmss000000", ClientPod, "10.100.0.1"}}
+	for _, p := range threePods {
+		for _, nd := range kubenetNodes {
+			if nd.name == p[1] {
+				pods = append(pods, struct{ name, host, ip, gw string }{"nginx " + p[0], nd.host, p[0], strings.TrimSuffix(nd.bridge, "/24")})
+			}
+		}
+	}
+	for i, p := range pods {
+		h, err := n.AddPod(p.name, cluster.Pod{Addr: netip.MustParsePrefix(p.ip + "/24"), Gateway: netip.MustParseAddr(p.gw), Host: netfilter.HostConfig{Seed: uint64(30 + i)}})
+		if err != nil {
+			return nil, err
+		}
+		h.Tracing = true
+		port := fmt.Sprintf("veth%d", i)
+		errs = append(errs, n.AddBridgePort(p.host, "cbr0", port),
+			n.Link(cluster.Port{Device: p.host, Iface: port}, cluster.Port{Device: p.name, Iface: "eth0"}))
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// explainCluster prints every walk of p from host across the cluster with
+// its exact probability and each hop's addresses.
+func explainCluster(w io.Writer, n *story.Net, host string, p netfilter.Packet) ([]cluster.Outcome, error) {
+	outs, err := n.Explain(host, p)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range outs {
+		fmt.Fprintf(w, "  p=%-24s %s on %s\n", o.Probability.RatString(), o.Walk.Fate, o.Walk.Last().Device)
+		for _, h := range o.Walk.Hops {
+			fmt.Fprintf(w, "      %-18s %s\n", h.Device, netfiltertest.Addrs(h.Packet))
+		}
+	}
+	return outs, nil
+}
+
 func fromPod(src, dst string, sport int) netfilter.Packet {
 	return story.TCP(fmt.Sprintf("%s:%d", src, sport), dst, inet.SYN)
 }
@@ -272,7 +386,26 @@ func run(w io.Writer) error {
 		return err
 	}
 	story.Receive(w, "node", cni, "azure0", fromPod(CNIPod, OtherVNet+":443", 41002))
-	return story.NAT(w, cni, MasqChain)
+	if err := story.NAT(w, cni, MasqChain); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w, "\n# The kubenet cluster: three nodes, the VNet's route table (10.100.N.0/24 → node N), outbound SNAT "+Outbound)
+	kn, err := kubenetCluster(w)
+	if err != nil {
+		return err
+	}
+	story.Title(w, "The client pod's connection to the ClusterIP, across the nodes (cluster Explain, exact)")
+	if _, err := explainCluster(w, kn, "client pod", fromPod(ClientPod, KubenetIP+":80", 34000)); err != nil {
+		return err
+	}
+	story.Title(w, "Pod %s → nginx 10.100.1.2 on vmss000002, through the route table", ClientPod)
+	if _, _, err := kn.Send("client pod", fromPod(ClientPod, "10.100.1.2:80", 34001)); err != nil {
+		return err
+	}
+	story.Title(w, "Pod %s → the Internet: ip-masq-agent on the node, then the outbound SNAT", ClientPod)
+	_, _, err = kn.Send("client pod", fromPod(ClientPod, "93.184.216.34:443", 34002))
+	return err
 }
 
 func main() {

@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"math/big"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
@@ -132,4 +135,62 @@ func TestMasqAgentBadConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.ErrorContains(t, syncMasqAgent(cni, "nonMasqueradeCIDRs: [10.1.0.0/33]\n"), "nonMasqueradeCIDRs")
 	assert.Error(t, syncMasqAgent(cni, "nonMasqueradeCIDR: [10.1.0.0/16]\n"), "unknown field")
+}
+
+// TestAcrossMachines: in the kubenet cluster, the ClusterIP connection
+// reaches the pods on the other nodes through the VNet's route table with
+// the client pod's own address (kube-proxy does not masquerade pod
+// traffic, ip-masq-agent spares 10.100.0.0/16), with kube-proxy's exact
+// probabilities; traffic to the Internet is masqueraded twice: to the
+// node's address by ip-masq-agent, to the public address by the outbound
+// SNAT.
+func TestAcrossMachines(t *testing.T) {
+	n, err := kubenetCluster(io.Discard)
+	require.NoError(t, err)
+	outs, err := explainCluster(io.Discard, n, "client pod", fromPod(ClientPod, KubenetIP+":80", 34000))
+	require.NoError(t, err)
+	require.Len(t, outs, 3)
+	got := map[string]string{}
+	for _, o := range outs {
+		got[o.Walk.Last().Device] = o.Probability.RatString()
+		assert.Equal(t, ClientPod, o.Walk.Last().Packet.Src.String(), "the pod sees the client pod")
+	}
+	assert.Equal(t, map[string]string{
+		"nginx 10.100.0.9": "715827883/2147483648",
+		"nginx 10.100.1.2": "1431655765/4294967296",
+		"nginx 10.100.2.2": "1431655765/4294967296",
+	}, got)
+	for _, o := range outs {
+		if o.Walk.Last().Device == "nginx 10.100.1.2" {
+			assert.Equal(t, []string{
+				"client pod 10.100.0.10:34000 → 10.200.184.192:80",
+				"vmss000000 10.100.0.10:34000 → 10.200.184.192:80",
+				"vnet 10.100.0.10:34000 → 10.100.1.2:80",
+				"vmss000002 10.100.0.10:34000 → 10.100.1.2:80",
+				"nginx 10.100.1.2 10.100.0.10:34000 → 10.100.1.2:80",
+			}, storytest.Addrs(o.Walk))
+			// The route table's entry for 10.100.1.0/24 chose vmss000002.
+			assert.Equal(t, "vmss000002", o.Walk.Hops[2].Out)
+		}
+	}
+	_, wk, err := n.Send("client pod", fromPod(ClientPod, "93.184.216.34:443", 34002))
+	require.NoError(t, err)
+	assert.Equal(t, cluster.Left, wk.Fate)
+	assert.Equal(t, []string{
+		"client pod 10.100.0.10:34002 → 93.184.216.34:443",
+		"vmss000000 10.100.0.10:34002 → 93.184.216.34:443",
+		"vnet 10.240.0.4:34002 → 93.184.216.34:443",
+		"outbound 10.240.0.4:34002 → 93.184.216.34:443",
+		"internet 20.50.60.70:34002 → 93.184.216.34:443",
+	}, storytest.Addrs(wk))
+	assert.True(t, netfiltertest.Matched(wk.Hops[1].Result, netfilter.NAT, MasqChain, 4), "ip-masq-agent's MASQUERADE, after the 169.254.0.0/16 and two nonMasqueradeCIDRs RETURNs")
+	storytest.WalkPicture(t, "walk-internet", wk, "kubenet pod → Internet: MASQUERADE on the node, SNAT at the outbound gateway")
+	_, wk, err = n.Send("client pod", fromPod(ClientPod, "10.100.1.2:80", 34001))
+	require.NoError(t, err)
+	require.Equal(t, cluster.Delivered, wk.Fate)
+	_, back, err := n.Reply(wk, inet.SYN|inet.ACK)
+	require.NoError(t, err)
+	require.Equal(t, cluster.Delivered, back.Fate)
+	assert.Equal(t, "client pod", back.Last().Device)
+	storytest.WalkPicture(t, "walk-pod", wk, "kubenet pod → pod on another node through the VNet route table")
 }

@@ -17,6 +17,9 @@
 //
 // The rules (testdata/nat.rules) are the post's listings in
 // iptables-restore form; the sets (testdata/ipsets) are its `ipset list`.
+//
+// walk.svg draws the whole path of the curl to VNet B, hop by hop
+// (render.WalkDOT; redrawn by go test -update).
 package main
 
 import (
@@ -26,6 +29,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/ipset"
@@ -77,34 +81,78 @@ func newNet(w io.Writer) (*story.Net, error) {
 			return nil, err
 		}
 	}
-	n := story.NewNet(w)
-	n.Add("pod", pod)
-	n.Add("node", node)
-	n.Add("server A", a)
-	n.Add("server B", b)
-	n.Link("pod", "0.0.0.0/0", "node", "azv46")
-	n.Link("node", ServerA+"/32", "server A", "eth0")
-	n.Link("node", ServerB+"/32", "server B", "eth0")
-	n.Link("node", PodIP+"/32", "pod", "eth0")
-	n.Link("server A", "0.0.0.0/0", "node", "eth0")
-	n.Link("server B", "0.0.0.0/0", "node", "eth0")
+	n := story.NewNet(w, cluster.Config{})
+	for _, err := range []error{
+		n.AddHost("pod", pod),
+		n.AddHost("node", node),
+		n.AddHost("server A", a),
+		n.AddHost("server B", b),
+		// The pod's veth pair: its eth0 and the node's azv46.
+		n.Link(cluster.Port{Device: "pod", Iface: "eth0"}, cluster.Port{Device: "node", Iface: "azv46"}),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	// VNet A (the cluster's) and VNet B, peered. The pod's address is a
+	// secondary address of the node's NIC: VNet A delivers it to the node.
+	vnetA, err := n.AddRouter("vnet A", netip.MustParseAddr("10.240.0.1"))
+	if err != nil {
+		return nil, err
+	}
+	vnetB, err := n.AddRouter("vnet B", netip.MustParseAddr("172.17.0.1"))
+	if err != nil {
+		return nil, err
+	}
+	for _, err := range []error{
+		vnetA.AddPort("node", netip.MustParsePrefix(NodeIP+"/32")),
+		vnetA.AddPort("server A", netip.MustParsePrefix(ServerA+"/32")),
+		vnetA.AddPort("peering"),
+		vnetA.AddRoute(cluster.RouterRoute{Dst: netip.MustParsePrefix(PodIP + "/32"), NextHop: netip.MustParseAddr(NodeIP)}),
+		vnetA.AddRoute(cluster.RouterRoute{Dst: netip.MustParsePrefix("172.17.0.0/16"), Port: "peering"}),
+		vnetB.AddPort("server B", netip.MustParsePrefix(ServerB+"/32")),
+		vnetB.AddPort("peering"),
+		vnetB.AddRoute(cluster.RouterRoute{Dst: netip.MustParsePrefix("10.240.0.0/16"), Port: "peering"}),
+		n.Link(cluster.Port{Device: "node", Iface: "eth0"}, cluster.Port{Device: "vnet A", Iface: "node"}),
+		n.Link(cluster.Port{Device: "server A", Iface: "eth0"}, cluster.Port{Device: "vnet A", Iface: "server A"}),
+		n.Link(cluster.Port{Device: "server B", Iface: "eth0"}, cluster.Port{Device: "vnet B", Iface: "server B"}),
+		n.Link(cluster.Port{Device: "vnet A", Iface: "peering"}, cluster.Port{Device: "vnet B", Iface: "peering"}),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
 	return n, nil
 }
 
 // curl sends a SYN from the pod to server:80 and prints the source the
-// server's nginx would log; it returns that source.
+// server's nginx would log; it returns that source and the SYN's walk.
 func curl(w io.Writer, n *story.Net, server string, sport int) (netip.Addr, error) {
-	hops := n.Send("pod", story.TCP(fmt.Sprintf("%s:%d", PodIP, sport), server+":80", inet.SYN))
-	last := story.Last(hops)
-	if last.Result.Disposition != netfilter.Delivered {
-		return netip.Addr{}, fmt.Errorf("curl %s: %s on %s", server, last.Result.Disposition, last.Host)
+	_, wk, err := walkCurl(w, n, server, sport)
+	if err != nil {
+		return netip.Addr{}, err
 	}
-	fmt.Fprintf(w, "%s docker logs: %s - - \"GET / HTTP/1.1\" 200 612 \"-\" \"curl/7.68.0\" \"-\"\n", last.Host, last.In.Src)
-	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
-	if l := story.Last(back); l.Host != "pod" || l.Result.Disposition != netfilter.Delivered {
-		return netip.Addr{}, fmt.Errorf("reply from %s: %s on %s", server, l.Result.Disposition, l.Host)
+	return wk.Last().Packet.Src, nil
+}
+
+func walkCurl(w io.Writer, n *story.Net, server string, sport int) ([]story.Hop, cluster.Walk, error) {
+	hops, wk, err := n.Send("pod", story.TCP(fmt.Sprintf("%s:%d", PodIP, sport), server+":80", inet.SYN))
+	if err != nil {
+		return nil, wk, err
 	}
-	return last.In.Src, nil
+	last := wk.Last()
+	if wk.Fate != cluster.Delivered {
+		return nil, wk, fmt.Errorf("curl %s: %s on %s (%s)", server, wk.Fate, last.Device, wk.Reason)
+	}
+	fmt.Fprintf(w, "%s docker logs: %s - - \"GET / HTTP/1.1\" 200 612 \"-\" \"curl/7.68.0\" \"-\"\n", last.Device, last.Packet.Src)
+	_, back, err := n.Reply(wk, inet.SYN|inet.ACK)
+	if err != nil {
+		return nil, wk, err
+	}
+	if l := back.Last(); l.Device != "pod" || back.Fate != cluster.Delivered {
+		return nil, wk, fmt.Errorf("reply from %s: %s on %s", server, back.Fate, l.Device)
+	}
+	return hops, wk, nil
 }
 
 func run(w io.Writer) error {

@@ -75,3 +75,34 @@ func TestOnlyMasqPoolsAreMasqueraded(t *testing.T) {
 	require.Equal(t, netfilter.Forwarded, r.Disposition)
 	assert.Equal(t, "192.168.7.7", r.Packet.Src.String())
 }
+
+// TestAcrossMachines follows the curls across the machines: the address
+// at every hop, and that the node (Calico's cali-nat-outgoing), not the
+// VNet, translates the source towards VNet B.
+func TestAcrossMachines(t *testing.T) {
+	n, err := newNet(io.Discard)
+	require.NoError(t, err)
+	_, wk, err := walkCurl(io.Discard, n, ServerA, 50001)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"pod 10.240.0.46:50001 → 10.240.0.97:80",
+		"node 10.240.0.46:50001 → 10.240.0.97:80",
+		"vnet A 10.240.0.46:50001 → 10.240.0.97:80",
+		"server A 10.240.0.46:50001 → 10.240.0.97:80",
+	}, storytest.Addrs(wk))
+	_, wk, err = walkCurl(io.Discard, n, ServerB, 50002)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"pod 10.240.0.46:50002 → 172.17.0.4:80",
+		"node 10.240.0.46:50002 → 172.17.0.4:80",
+		"vnet A 10.240.0.35:50002 → 172.17.0.4:80",
+		"vnet B 10.240.0.35:50002 → 172.17.0.4:80",
+		"server B 10.240.0.35:50002 → 172.17.0.4:80",
+	}, storytest.Addrs(wk))
+	assert.True(t, netfiltertest.Matched(wk.Hops[1].Result, netfilter.NAT, "cali-nat-outgoing", 1), "the node masquerades")
+	storytest.WalkPicture(t, "walk", wk, "curl 172.17.0.4 from the pod: masqueraded on the node by cali-nat-outgoing")
+	require.NoError(t, n.Host("node").Sets().Restore(othervnet, ipset.RestoreOptions{}))
+	_, wk, err = walkCurl(io.Discard, n, ServerB, 50004)
+	require.NoError(t, err)
+	assert.Equal(t, "server B 10.240.0.46:50004 → 172.17.0.4:80", storytest.Addrs(wk)[4], "with the IPPool, VNet B sees the pod")
+}

@@ -48,6 +48,7 @@ func TestKernel(t *testing.T) {
 	for _, part := range []struct {
 		name      string
 		yaml      []byte
+		pool      Pool
 		pods      []string
 		src, vip  string
 		sports    []int
@@ -57,13 +58,13 @@ func TestKernel(t *testing.T) {
 	}{
 		// The SVC chain's 0.5 statistic rule picks the pod at random in
 		// the kernel: replay until it picked the simulator's pods.
-		{"cluster", clusterYAML, pods1, Laptop, VIP, []int{51535, 51536},
+		{"cluster", clusterYAML, OneNode, pods1, Laptop, VIP, []int{51535, 51536},
 			[]string{"KUBE-SERVICES", FWChain, SvcChain, "KUBE-MARK-MASQ", "POSTROUTING", "KUBE-POSTROUTING"}, 200, VIP},
-		{"local", localYAML, pods2, Laptop2, VIPLocal, []int{57675, 38332},
+		{"local", localYAML, Probed, pods2, Laptop2, VIPLocal, []int{57675, 38332},
 			[]string{FWChain, XLBChain}, 200, VIPLocal},
 	} {
 		t.Run(part.name, func(t *testing.T) {
-			n, err := newNet(io.Discard, part.yaml, part.pods...)
+			n, err := newNet(io.Discard, part.yaml, part.pool, part.pods...)
 			require.NoError(t, err)
 			node := n.Host("node")
 			rs := storytest.SimRuleset(t, node)

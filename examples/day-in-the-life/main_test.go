@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
@@ -49,7 +50,7 @@ func TestRulesAreThePosts(t *testing.T) {
 		yaml []byte
 		seed string
 	}{{clusterYAML, "testdata/seed-cluster.save"}, {localYAML, "testdata/seed-local.save"}} {
-		n, err := newNet(io.Discard, tc.yaml, "10.13.76.26")
+		n, err := newNet(io.Discard, tc.yaml, OneNode, "10.13.76.26")
 		require.NoError(t, err)
 		save := string(n.Host("node").Ruleset(netfilter.IPv4).AppendSave(nil, netfilter.SaveOptions{}))
 		for _, l := range seedRules(t, tc.seed) {
@@ -66,7 +67,7 @@ func TestRulesAreThePosts(t *testing.T) {
 // is masqueraded by KUBE-POSTROUTING: exactly half to each pod, each seen
 // from the node's address.
 func TestClusterPolicy(t *testing.T) {
-	n, err := newNet(io.Discard, clusterYAML, "10.13.76.26", "10.13.76.7")
+	n, err := newNet(io.Discard, clusterYAML, OneNode, "10.13.76.26", "10.13.76.7")
 	require.NoError(t, err)
 	node := n.Host("node")
 	outs, err := node.Explain("azure0", story.TCP(Laptop+":51535", VIP+":80", inet.SYN))
@@ -93,7 +94,7 @@ func TestClusterPolicy(t *testing.T) {
 	for sport := 51535; sport <= 51536; sport++ {
 		hops, err := connect(n, io.Discard, Laptop, VIP, sport)
 		require.NoError(t, err)
-		assert.Equal(t, VIP, hops[1].In.Dst.String(), "floating IP: the node receives the VIP")
+		assert.Equal(t, VIP, hopOf(t, hops, "node").In.Dst.String(), "floating IP: the node receives the VIP")
 		assert.Equal(t, NodeIP, story.Last(hops).In.Src.String(), "the pod sees the node")
 	}
 	var b bytes.Buffer
@@ -110,7 +111,7 @@ func TestClusterPolicy(t *testing.T) {
 // KUBE-XLB, nothing marks the packet, the pod sees the client and the
 // reply tuple is addressed to the client; the health check reports 2.
 func TestLocalPolicy(t *testing.T) {
-	n, err := newNet(io.Discard, localYAML, "10.13.76.15", "10.13.76.30")
+	n, err := newNet(io.Discard, localYAML, Probed, "10.13.76.15", "10.13.76.30")
 	require.NoError(t, err)
 	outs, err := n.Host("node").Explain("azure0", story.TCP(Laptop2+":57675", VIPLocal+":80", inet.SYN))
 	require.NoError(t, err)
@@ -129,7 +130,7 @@ func TestLocalPolicy(t *testing.T) {
 	require.Len(t, entries, 1)
 	assert.Equal(t, Laptop2, entries[0].Reply.Dst.String())
 
-	hc, err := healthCheck()
+	hc, err := healthCheck(proxyConfig())
 	require.NoError(t, err)
 	assert.Equal(t, HealthzNP, hc.NodePort)
 	status, _, body := hc.Response(true)
@@ -138,6 +139,113 @@ func TestLocalPolicy(t *testing.T) {
 }
 
 func zeroFilter() conntrack.Filter { return conntrack.Filter{} }
+
+func hopOf(t *testing.T, hops []story.Hop, host string) story.Hop {
+	t.Helper()
+	for _, h := range hops {
+		if h.Host == host {
+			return h
+		}
+	}
+	t.Fatalf("no hop on %s", host)
+	return story.Hop{}
+}
+
+// addrs lists each hop's device and the packet's addresses as it arrived.
+func addrs(w cluster.Walk) []string {
+	var out []string
+	for _, h := range w.Hops {
+		out = append(out, h.Device+" "+netfiltertest.Addrs(h.Packet))
+	}
+	return out
+}
+
+// TestAcrossMachines asserts the story's lessons across the machines,
+// from the whole path's Explain: the addresses at every hop, where the
+// source is translated, the health probes' answers and which node loses
+// the SYN when the LB does not probe.
+func TestAcrossMachines(t *testing.T) {
+	n, err := newNet(io.Discard, clusterYAML, OneNode, "10.13.76.26", "10.13.76.7")
+	require.NoError(t, err)
+	outs, err := explain(io.Discard, n, Laptop, VIP)
+	require.NoError(t, err)
+	require.Len(t, outs, 2)
+	for i, pod := range []string{"10.13.76.26", "10.13.76.7"} {
+		o := outs[i]
+		assert.Equal(t, "1/2", o.Probability.RatString())
+		assert.Equal(t, []string{
+			"laptop 109.125.120.58:51535 → 51.144.176.251:80",
+			"internet 109.125.120.58:51535 → 51.144.176.251:80",
+			"azure-lb 109.125.120.58:51535 → 51.144.176.251:80", // floating IP: the VIP stays
+			"vnet 109.125.120.58:51535 → 51.144.176.251:80",
+			"node 109.125.120.58:51535 → 51.144.176.251:80",
+			"pod " + pod + " 10.13.76.4:51535 → " + pod + ":80", // SNAT on the node
+		}, addrs(o.Walk))
+		node := o.Walk.Hops[4].Result
+		assert.True(t, netfiltertest.Matched(node, netfilter.NAT, "KUBE-POSTROUTING", 1), "the node's KUBE-POSTROUTING masquerades")
+		assert.Equal(t, "eth0", o.Walk.Hops[4].In, "in through the NIC, the azure0 bridge's port")
+	}
+
+	n, err = newNet(io.Discard, localYAML, Probed, "10.13.76.15", "10.13.76.30")
+	require.NoError(t, err)
+	answers, err := n.LoadBalancer("azure-lb").Probe(inet.TCP, netip.MustParseAddrPort(VIPLocal+":80"))
+	require.NoError(t, err)
+	require.Len(t, answers, 2)
+	assert.Equal(t, [3]any{"node", 200, true}, [3]any{answers[0].Backend, answers[0].Status, answers[0].Healthy})
+	assert.Contains(t, answers[0].Body, `"localEndpoints": 2`)
+	assert.Equal(t, [3]any{"node2", 503, false}, [3]any{answers[1].Backend, answers[1].Status, answers[1].Healthy})
+	assert.Contains(t, answers[1].Body, `"localEndpoints": 0`)
+	outs, err = explain(io.Discard, n, Laptop2, VIPLocal)
+	require.NoError(t, err)
+	require.Len(t, outs, 2)
+	for _, o := range outs {
+		assert.Equal(t, "1/2", o.Probability.RatString())
+		assert.Equal(t, "node", o.Walk.Hops[4].Device, "only the healthy node")
+		assert.Equal(t, Laptop2, o.Walk.Last().Packet.Src.String(), "the pod sees the client")
+	}
+
+	n, err = newNet(io.Discard, localYAML, Unprobed, "10.13.76.15", "10.13.76.30")
+	require.NoError(t, err)
+	outs, err = explain(io.Discard, n, Laptop2, VIPLocal)
+	require.NoError(t, err)
+	require.Len(t, outs, 3)
+	lost := outs[0]
+	assert.Equal(t, "1/2", lost.Probability.RatString())
+	assert.Equal(t, cluster.Dropped, lost.Walk.Fate)
+	assert.Equal(t, "node2", lost.Walk.Hops[4].Device)
+	// node2 has no endpoint: KUBE-XLB only marks the packet for dropping
+	// (0x8000), which kubelet's KUBE-FIREWALL drops in INPUT and OUTPUT,
+	// not in FORWARD; the VIP is not node2's, so it forwards the SYN back
+	// out, masqueraded by AKS's rule, and the VNet has nowhere to send it.
+	r := lost.Walk.Hops[4].Result
+	assert.Equal(t, netfilter.Forwarded, r.Disposition)
+	assert.Equal(t, Node2IP+":51535 → "+VIPLocal+":80", netfiltertest.Addrs(r.Packet))
+	assert.Equal(t, "router vnet has no route to 13.93.66.174", lost.Walk.Reason)
+	assert.Equal(t, "1/4", outs[1].Probability.RatString())
+	assert.Equal(t, "1/4", outs[2].Probability.RatString())
+}
+
+// TestWalkPicture keeps the DOT of the whole path of part 1's first SYN
+// and its SYN-ACK; with -update and Graphviz installed it also draws
+// walk.svg.
+func TestWalkPicture(t *testing.T) {
+	syn, synack, err := walkPicture()
+	require.NoError(t, err)
+	assert.Contains(t, string(syn), `azure-lb (load balancer)`)
+	assert.Contains(t, string(syn), `now tcp 10.13.76.4:51535 → 10.13.76.26:80`)
+	storytest.Golden(t, "walk-syn.dot", syn)
+	storytest.Golden(t, "walk-synack.dot", synack)
+	if !storytest.Updating() {
+		return
+	}
+	svg, err := render.SVG(context.Background(), syn)
+	if errors.Is(err, render.ErrNoDot) {
+		t.Log("Graphviz dot not installed: walk.svg not redrawn")
+		return
+	}
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile("walk.svg", svg, 0o644))
+}
 
 // TestPicture keeps the DOT of the README's picture; with -update and
 // Graphviz installed it also redraws path.svg.

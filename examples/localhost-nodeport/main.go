@@ -20,6 +20,9 @@
 // same rules and setting, and checks the same outcomes and nat counters;
 // netfilter/route_localnet_kernel_test.go covers route_localnet's other
 // cases (martian sources and destinations received off lo).
+//
+// walk.svg draws the whole path of the SYN with route_localnet=1, node
+// to pod (render.WalkDOT; redrawn by go test -update).
 package main
 
 import (
@@ -28,6 +31,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
@@ -35,8 +39,8 @@ import (
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
 
-// cluster is one NodePort Service with one endpoint on this node.
-const cluster = `apiVersion: v1
+// services is one NodePort Service with one endpoint on this node.
+const services = `apiVersion: v1
 kind: Service
 metadata: {name: web, namespace: default}
 spec:
@@ -94,7 +98,7 @@ func kubeProxyRules(localhostNodePorts bool) ([]byte, error) {
 	cfg := kubeproxy.DefaultConfig("node-a")
 	cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(NodeIP)}
 	cfg.LocalhostNodePorts = localhostNodePorts
-	return kubeproxy.GenerateFromYAML(cfg, []byte(cluster))
+	return kubeproxy.GenerateFromYAML(cfg, []byte(services))
 }
 
 // curl is the SYN of `curl http://127.0.0.1:30080` on the node: the
@@ -118,19 +122,55 @@ var Cases = []Case{
 	{"kube-proxy --iptables-localhost-nodeports=false, route_localnet=0", false, false},
 }
 
-// Walk sends the SYN through a node configured as c, printing its walk
-// to w.
+// Walk sends the SYN from a process of a node configured as c, follows
+// it across the node's cni0 bridge to the pod, printing the walk to w,
+// and returns what the node did with it.
 func Walk(w io.Writer, c Case) (netfilter.Result, error) {
-	h, err := node(c.LocalhostNodePorts, c.RouteLocalnet)
+	wk, err := WalkCluster(w, c)
 	if err != nil {
 		return netfilter.Result{}, err
 	}
+	return wk.Hops[0].Result, nil
+}
+
+// WalkCluster is Walk returning the whole walk: node-a, and the pod when
+// the SYN reaches it.
+func WalkCluster(w io.Writer, c Case) (cluster.Walk, error) {
+	_, wk, err := walkNet(w, c)
+	return wk, err
+}
+
+// walkNet is WalkCluster returning the network too, for the reply.
+func walkNet(w io.Writer, c Case) (*story.Net, cluster.Walk, error) {
+	h, err := node(c.LocalhostNodePorts, c.RouteLocalnet)
+	if err != nil {
+		return nil, cluster.Walk{}, err
+	}
+	n := story.NewNet(w, cluster.Config{})
+	for _, err := range []error{
+		n.AddHost("node-a", h),
+		n.AddBridge("node-a", "cni0", "veth1"),
+	} {
+		if err != nil {
+			return nil, cluster.Walk{}, err
+		}
+	}
+	_, err = n.AddPod("pod", cluster.Pod{Addr: netip.MustParsePrefix(Pod + "/24"), Gateway: netip.MustParseAddr(Bridge)})
+	if err != nil {
+		return nil, cluster.Walk{}, err
+	}
+	if err := n.Link(cluster.Port{Device: "node-a", Iface: "veth1"}, cluster.Port{Device: "pod", Iface: "eth0"}); err != nil {
+		return nil, cluster.Walk{}, err
+	}
 	story.Title(w, "%s", c.Title)
-	r := story.Send(w, "node-a", h, curl())
-	if r.Reason != netfilter.NoReason {
+	_, wk, err := n.Send("node-a", curl())
+	if err != nil {
+		return n, wk, err
+	}
+	if r := wk.Hops[0].Result; r.Reason != netfilter.NoReason {
 		fmt.Fprintf(w, "  reason: %s (at %s)\n", r.Reason, r.Where.Hook)
 	}
-	return r, nil
+	return n, wk, nil
 }
 
 func run(w io.Writer) error {

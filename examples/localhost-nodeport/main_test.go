@@ -8,7 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )
@@ -60,4 +62,29 @@ func TestNoLocalhostNodePorts(t *testing.T) {
 	assert.Equal(t, "127.0.0.1", r.Packet.Dst.String())
 	assert.Equal(t, uint16(NodePort), r.Packet.DstPort)
 	assert.Empty(t, r.Reason)
+}
+
+// TestAcrossMachines follows the SYN past the node: with route_localnet=1
+// the pod receives it from cni0's address, and its answer comes back
+// through the node's conntrack to the curl process as 127.0.0.1:30080.
+func TestAcrossMachines(t *testing.T) {
+	n, wk, err := walkNet(io.Discard, Cases[0])
+	require.NoError(t, err)
+	assert.Equal(t, cluster.Delivered, wk.Fate)
+	assert.Equal(t, []string{
+		"node-a 127.0.0.1:40000 → 127.0.0.1:30080",
+		"pod 10.244.1.1:40000 → 10.244.1.5:8080",
+	}, storytest.Addrs(wk))
+	_, back, err := n.Reply(wk, inet.SYN|inet.ACK)
+	require.NoError(t, err)
+	assert.Equal(t, cluster.Delivered, back.Fate, back.Reason)
+	assert.Equal(t, "node-a", back.Last().Device)
+	assert.Equal(t, "127.0.0.1:30080 → 127.0.0.1:40000", netfiltertest.Addrs(back.Last().Result.Packet))
+	assert.Equal(t, "cni0", back.Last().Result.Packet.In, "up from the bridge")
+	storytest.WalkPicture(t, "walk", wk, "curl http://127.0.0.1:30080 on node-a, route_localnet=1")
+
+	wk, err = WalkCluster(io.Discard, Cases[1])
+	require.NoError(t, err)
+	assert.Equal(t, cluster.Dropped, wk.Fate)
+	assert.Len(t, wk.Hops, 1, "the SYN never leaves node-a")
 }

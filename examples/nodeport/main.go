@@ -16,6 +16,9 @@
 // "-> 172.16.166.130:8080" comments come from) writes for the Service and
 // EndpointSlice in testdata/cluster.yaml; the node and client addresses,
 // which the post does not show, are made up.
+//
+// walk.svg draws the whole path of the first SYN, hop by hop
+// (render.WalkDOT; redrawn by go test -update).
 package main
 
 import (
@@ -25,6 +28,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/inet"
@@ -81,16 +85,8 @@ func node(name, ip, bridge string, seed uint64) (*netfilter.Host, error) {
 	return h, nil
 }
 
-func pod(ip string) (*netfilter.Host, error) {
-	h, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 1})
-	if err := h.AddInterface("eth0", netip.MustParsePrefix(ip+"/32")); err != nil {
-		return nil, err
-	}
-	return h, h.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0"})
-}
-
 func newScenario(w io.Writer) (*scenario, error) {
-	s := &scenario{net: story.NewNet(w)}
+	s := &scenario{net: story.NewNet(w, cluster.Config{})}
 	var err error
 	if s.host1, err = node("host1", Host1IP, "172.16.166.129/26", 3); err != nil {
 		return nil, err
@@ -99,19 +95,13 @@ func newScenario(w io.Writer) (*scenario, error) {
 		return nil, err
 	}
 	for _, r := range []struct {
-		h            *netfilter.Host
-		dst, gw, ifc string
+		h       *netfilter.Host
+		dst, gw string
 	}{
-
-		{s.host1, "172.16.192.0/24", Host2IP, "eth0"},
-
-		{s.host2, "172.16.166.0/24", Host1IP, "eth0"},
+		{s.host1, "172.16.192.0/24", Host2IP},
+		{s.host2, "172.16.166.0/24", Host1IP},
 	} {
-		rt := netfilter.Route{Dst: netip.MustParsePrefix(r.dst), Iface: r.ifc}
-		if r.gw != "" {
-			rt.Gateway = netip.MustParseAddr(r.gw)
-		}
-		if err := r.h.AddRoute(rt); err != nil {
+		if err := r.h.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix(r.dst), Iface: "eth0", Gateway: netip.MustParseAddr(r.gw)}); err != nil {
 			return nil, err
 		}
 	}
@@ -119,29 +109,40 @@ func newScenario(w io.Writer) (*scenario, error) {
 	if err := client.AddInterface("eth0", netip.MustParsePrefix(Client+"/24")); err != nil {
 		return nil, err
 	}
-	p1, err := pod(Pod1)
-	if err != nil {
-		return nil, err
-	}
-	p2, err := pod(Pod2)
-	if err != nil {
-		return nil, err
-	}
 	n := s.net
-	n.Add("client", client)
-	n.Add("host1", s.host1)
-	n.Add("host2", s.host2)
-	n.Add("pod1", p1)
-	n.Add("pod2", p2)
-	n.Link("client", "192.168.56.0/24", "host1", "eth0")
-	n.Link("host1", Client+"/32", "client", "eth0")
-	n.Link("host1", Pod1+"/32", "pod1", "eth0")
-	n.Link("host1", Host2IP+"/32", "host2", "eth0")
-	n.Link("host1", "172.16.192.0/24", "host2", "eth0")
-	n.Link("host2", "192.168.56.0/24", "host1", "eth0")
-	n.Link("host2", Pod2+"/32", "pod2", "eth0")
-	n.Link("pod1", "0.0.0.0/0", "host1", "cni0")
-	n.Link("pod2", "0.0.0.0/0", "host2", "cni0")
+	// The client and the nodes share one Ethernet segment (the switch is
+	// a router port per machine); each node's pods hang off its cni0.
+	lan, err := n.AddRouter("switch")
+	if err != nil {
+		return nil, err
+	}
+	errs := []error{
+		n.AddHost("client", client),
+		n.AddHost("host1", s.host1),
+		n.AddHost("host2", s.host2),
+		n.AddBridge("host1", "cni0", "veth1"),
+		n.AddBridge("host2", "cni0", "veth2"),
+	}
+	for _, m := range []struct{ name, ip string }{{"client", Client}, {"host1", Host1IP}, {"host2", Host2IP}} {
+		errs = append(errs, lan.AddPort(m.name, netip.MustParsePrefix(m.ip+"/32")),
+			n.Link(cluster.Port{Device: m.name, Iface: "eth0"}, cluster.Port{Device: "switch", Iface: m.name}))
+	}
+	for _, p := range []struct{ name, host, port, ip, gw string }{
+		{"pod1", "host1", "veth1", Pod1 + "/26", "172.16.166.129"},
+		{"pod2", "host2", "veth2", Pod2 + "/26", "172.16.192.65"},
+	} {
+		h, err := n.AddPod(p.name, cluster.Pod{Addr: netip.MustParsePrefix(p.ip), Gateway: netip.MustParseAddr(p.gw), Host: netfilter.HostConfig{Seed: 1}})
+		if err != nil {
+			return nil, err
+		}
+		h.Tracing = true
+		errs = append(errs, n.Link(cluster.Port{Device: p.host, Iface: p.port}, cluster.Port{Device: p.name, Iface: "eth0"}))
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -188,21 +189,28 @@ func connections(w io.Writer, s *scenario) error {
 	seen := map[netip.Addr]bool{}
 	for sport := 40000; len(seen) < 2 && sport < 40020; sport++ {
 		story.Title(w, "Connection from port %d: the SYN, client → host1 → pod", sport)
-		hops := s.net.Send("client", curl(sport))
-		last := story.Last(hops)
-		if last.Result.Disposition != netfilter.Delivered {
-			return fmt.Errorf("SYN from port %d: %s", sport, last.Result.Disposition)
+		_, wk, err := s.net.Send("client", curl(sport))
+		if err != nil {
+			return err
 		}
-		pod := last.Host
-		seen[last.In.Dst] = true
+		last := wk.Last()
+		if wk.Fate != cluster.Delivered {
+			return fmt.Errorf("SYN from port %d: %s on %s (%s)", sport, wk.Fate, last.Device, wk.Reason)
+		}
+		pod := last.Device
+		seen[last.Packet.Dst] = true
 		story.Title(w, "The SYN-ACK, %s → client", pod)
-		back := s.net.Send(pod, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
-		l := story.Last(back)
-		if l.Host != "client" || l.Result.Disposition != netfilter.Delivered {
-			return fmt.Errorf("SYN-ACK from %s ended on %s: %s", pod, l.Host, l.Result.Disposition)
+		_, back, err := s.net.Reply(wk, inet.SYN|inet.ACK)
+		if err != nil {
+			return err
+		}
+		if l := back.Last(); l.Device != "client" || back.Fate != cluster.Delivered {
+			return fmt.Errorf("SYN-ACK from %s ended on %s: %s", pod, l.Device, back.Fate)
 		}
 		story.Title(w, "The client's ACK completes the handshake")
-		s.net.Send("client", netfiltertest.Reply(l.Result.Packet, inet.ACK))
+		if _, _, err := s.net.Reply(back, inet.ACK); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/packetwalk/packetwalk/examples/internal/story"
+	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/netfilter"
@@ -71,17 +71,57 @@ func TestWalkCounters(t *testing.T) {
 	s, err := newScenario(io.Discard)
 	require.NoError(t, err)
 	for sport := 40000; sport < 40002; sport++ {
-		hops := s.net.Send("client", curl(sport))
-		last := story.Last(hops)
-		require.Equal(t, netfilter.Delivered, last.Result.Disposition)
-		back := s.net.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
-		l := story.Last(back)
-		assert.Equal(t, "client", l.Host)
-		assert.Equal(t, netip.MustParseAddr(Host1IP), l.In.Src, "the reply comes from the node address")
-		assert.Equal(t, uint16(NodePort), l.In.SrcPort)
+		_, wk, err := s.net.Send("client", curl(sport))
+		require.NoError(t, err)
+		require.Equal(t, cluster.Delivered, wk.Fate)
+		_, back, err := s.net.Reply(wk, inet.SYN|inet.ACK)
+		require.NoError(t, err)
+		l := back.Last()
+		assert.Equal(t, "client", l.Device)
+		assert.Equal(t, netip.MustParseAddr(Host1IP), l.Packet.Src, "the reply comes from the node address")
+		assert.Equal(t, uint16(NodePort), l.Packet.SrcPort)
 	}
 	nat := s.host1.Ruleset(netfilter.IPv4).Table(netfilter.NAT)
 	assert.Equal(t, netfilter.Counters{Packets: 2, Bytes: 120}, nat.Chain("KUBE-NODEPORTS").Rules[0].Counters)
 	assert.Equal(t, netfilter.Counters{Packets: 1, Bytes: 60}, nat.Chain(SvcChain).Rules[1].Counters)
 	assert.Equal(t, netfilter.Counters{Packets: 1, Bytes: 60}, nat.Chain(SvcChain).Rules[2].Counters)
+}
+
+// TestAcrossMachines: the whole path of both outcomes, with the exact
+// probability of each: host1 DNATs the NodePort to a pod and masquerades
+// it (to its eth0 address towards host2's pod, to its cni0 address
+// towards its own), so neither pod sees the client.
+func TestAcrossMachines(t *testing.T) {
+	s, err := newScenario(io.Discard)
+	require.NoError(t, err)
+	outs, err := s.net.Explain("client", curl(40000))
+	require.NoError(t, err)
+	require.Len(t, outs, 2)
+	byPod := map[string]cluster.Walk{}
+	for _, o := range outs {
+		assert.Equal(t, "1/2", o.Probability.RatString())
+		byPod[o.Walk.Last().Device] = o.Walk
+	}
+	assert.Equal(t, []string{
+		"client 192.168.56.1:40000 → 192.168.56.11:30811",
+		"switch 192.168.56.1:40000 → 192.168.56.11:30811",
+		"host1 192.168.56.1:40000 → 192.168.56.11:30811",
+		"pod1 172.16.166.129:40000 → 172.16.166.130:8080",
+	}, storytest.Addrs(byPod["pod1"]))
+	assert.Equal(t, []string{
+		"client 192.168.56.1:40000 → 192.168.56.11:30811",
+		"switch 192.168.56.1:40000 → 192.168.56.11:30811",
+		"host1 192.168.56.1:40000 → 192.168.56.11:30811",
+		"switch 192.168.56.11:40000 → 172.16.192.89:8080",
+		"host2 192.168.56.11:40000 → 172.16.192.89:8080",
+		"pod2 192.168.56.11:40000 → 172.16.192.89:8080",
+	}, storytest.Addrs(byPod["pod2"]))
+	// host2 only forwards: its nat table sees the connection but does
+	// not change it.
+	h2 := byPod["pod2"].Hops[4]
+	assert.Equal(t, h2.Packet.Dst, h2.Result.Packet.Dst)
+	assert.Equal(t, "veth2", h2.Out)
+	_, wk, err := s.net.Send("client", curl(40000))
+	require.NoError(t, err)
+	storytest.WalkPicture(t, "walk", wk, "curl http://192.168.56.11:30811: the SYN")
 }

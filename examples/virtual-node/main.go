@@ -19,6 +19,9 @@
 // source port rewritten too (59850 → 10014), which suggests its Calico
 // added --random-fully; the rule here, as "AKS Azure CNI Calico IP
 // Masquerade" (docs/blog-posts.md) shows it, keeps ports.
+//
+// walk.svg draws the whole path of the SYN to the kuard pod on ACI, hop
+// by hop (render.WalkDOT; redrawn by go test -update).
 package main
 
 import (
@@ -28,6 +31,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/inet"
@@ -53,32 +57,49 @@ const (
 	ACIPod0 = "10.13.100.10"
 )
 
+// newNet builds node0 with the ingress pod on its azure0 bridge (whose
+// other port, eth0, is the NIC), the VNet, and the kuard pods: on other
+// VMs of the VNet's node subnet and in the virtual node's ACI subnet.
 func newNet(w io.Writer) (*story.Net, error) {
 	node, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 5})
+	n := story.NewNet(w, cluster.Config{})
+	vnet, err := n.AddRouter("vnet", netip.MustParseAddr("10.13.76.1"), netip.MustParseAddr("10.13.100.1"))
+	if err != nil {
+		return nil, err
+	}
 	errs := []error{
 		node.AddInterface("azure0", netip.MustParsePrefix(NodeIP+"/24")),
 		node.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "azure0", Gateway: netip.MustParseAddr("10.13.76.1")}),
 		node.Sets().Restore(ipsets, ipset.RestoreOptions{}),
 		node.Restore(netfilter.IPv4, natRules, netfilter.RestoreOptions{}),
+		n.AddHost("node0", node),
+		n.AddBridge("node0", "azure0", "eth0", "azv0"),
+		// The ingress pod's address is a secondary address of node0's
+		// NIC: the VNet delivers it there, and the bridge to the pod.
+		vnet.AddPort("node0", netip.MustParsePrefix(NodeIP+"/32"), netip.MustParsePrefix(Ingress+"/32")),
+		n.Link(cluster.Port{Device: "node0", Iface: "eth0"}, cluster.Port{Device: "vnet", Iface: "node0"}),
 	}
-	n := story.NewNet(w)
-	n.Add("node0", node)
-	for _, p := range []struct{ name, ip, bits, gw string }{
+	for i, p := range []struct{ name, ip, bits, gw string }{
 		{"ingress", Ingress, "/24", "10.13.76.1"},
 		{"kuard@vm", VMPod, "/24", "10.13.76.1"},
 		{"kuard@vm0", VMPod0, "/24", "10.13.76.1"},
 		{"kuard@aci", ACIPod, "/24", "10.13.100.1"},
 		{"kuard@aci0", ACIPod0, "/24", "10.13.100.1"},
 	} {
-		h, _ := netfiltertest.NewHost(netfilter.HostConfig{Seed: 6})
+		h, err := n.AddPod(p.name, cluster.Pod{Addr: netip.MustParsePrefix(p.ip + p.bits), Gateway: netip.MustParseAddr(p.gw), Host: netfilter.HostConfig{Seed: uint64(6 + i)}})
+		if err != nil {
+			return nil, err
+		}
+		h.Tracing = true
+		if p.name == "ingress" {
+			errs = append(errs, n.Link(cluster.Port{Device: "node0", Iface: "azv0"}, cluster.Port{Device: p.name, Iface: "eth0"}))
+			continue
+		}
+		// The kuard pods' own VMs and ACI's network are not modelled:
+		// each is reached on its own port of the VNet.
 		errs = append(errs,
-			h.AddInterface("eth0", netip.MustParsePrefix(p.ip+p.bits)),
-			h.AddRoute(netfilter.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0", Gateway: netip.MustParseAddr(p.gw)}))
-		n.Add(p.name, h)
-		n.Link("node0", p.ip+"/32", p.name, "eth0")
-		// Every reply to the ingress pod or to the node crosses node0's
-		// azure0 bridge (and its netfilter hooks).
-		n.Link(p.name, "0.0.0.0/0", "node0", "azure0")
+			vnet.AddPort(p.name, netip.MustParsePrefix(p.ip+"/32")),
+			n.Link(cluster.Port{Device: p.name, Iface: "eth0"}, cluster.Port{Device: "vnet", Iface: p.name}))
 	}
 	for _, err := range errs {
 		if err != nil {
@@ -91,20 +112,34 @@ func newNet(w io.Writer) (*story.Net, error) {
 // curl connects from the ingress pod to ip:8080 and prints the
 // requestAddr kuard reports, which it returns.
 func curl(w io.Writer, n *story.Net, ip string, sport int) (netip.AddrPort, error) {
+	_, addr, err := walkCurl(w, n, ip, sport)
+	return addr, err
+}
+
+// walkCurl is curl returning the SYN's walk.
+func walkCurl(w io.Writer, n *story.Net, ip string, sport int) (cluster.Walk, netip.AddrPort, error) {
 	story.Title(w, "curl -s4 %s:8080 | grep requestAddr", ip)
-	hops := n.Send("ingress", story.TCP(fmt.Sprintf("%s:%d", Ingress, sport), ip+":8080", inet.SYN))
-	last := story.Last(hops)
-	if last.Result.Disposition != netfilter.Delivered {
-		return netip.AddrPort{}, fmt.Errorf("curl %s: %s on %s", ip, last.Result.Disposition, last.Host)
+	_, wk, err := n.Send("ingress", story.TCP(fmt.Sprintf("%s:%d", Ingress, sport), ip+":8080", inet.SYN))
+	if err != nil {
+		return wk, netip.AddrPort{}, err
 	}
-	back := n.Send(last.Host, netfiltertest.Reply(last.Result.Packet, inet.SYN|inet.ACK))
-	if l := story.Last(back); l.Host != "ingress" || l.Result.Disposition != netfilter.Delivered {
-		return netip.AddrPort{}, fmt.Errorf("reply from %s: %s on %s", ip, l.Result.Disposition, l.Host)
+	last := wk.Last()
+	if wk.Fate != cluster.Delivered {
+		return wk, netip.AddrPort{}, fmt.Errorf("curl %s: %s on %s (%s)", ip, wk.Fate, last.Device, wk.Reason)
 	}
-	n.Send("ingress", netfiltertest.Reply(story.Last(back).Result.Packet, inet.ACK))
-	addr := netip.AddrPortFrom(last.In.Src, last.In.SrcPort)
+	_, back, err := n.Reply(wk, inet.SYN|inet.ACK)
+	if err != nil {
+		return wk, netip.AddrPort{}, err
+	}
+	if l := back.Last(); l.Device != "ingress" || back.Fate != cluster.Delivered {
+		return wk, netip.AddrPort{}, fmt.Errorf("reply from %s: %s on %s", ip, back.Fate, l.Device)
+	}
+	if _, _, err := n.Reply(back, inet.ACK); err != nil {
+		return wk, netip.AddrPort{}, err
+	}
+	addr := netip.AddrPortFrom(last.Packet.Src, last.Packet.SrcPort)
 	fmt.Fprintf(w, "[...]\"requestAddr\":\"%s\"}\n", addr)
-	return addr, nil
+	return wk, addr, nil
 }
 
 func run(w io.Writer) error {

@@ -65,3 +65,34 @@ func TestAddVirtualNodePool(t *testing.T) {
 	assert.Equal(t, Ingress, r.Packet.Src.String())
 	assert.True(t, netfiltertest.Matched(r, netfilter.NAT, "IP-MASQ-AGENT", 1))
 }
+
+// TestAcrossMachines follows the SYNs from the ingress pod across the
+// machines: to the pod on another VM the frame is bridged through node0's
+// azure0 (its FORWARD sees both bridge ports, the TTL stays) and keeps
+// the ingress pod's address; to the ACI pod it goes through the VNet
+// gateway, and node0's POSTROUTING (cali-nat-outgoing) gives it the
+// node's address before it reaches the VNet.
+func TestAcrossMachines(t *testing.T) {
+	n, err := newNet(io.Discard)
+	require.NoError(t, err)
+	vm, _, err := walkCurl(io.Discard, n, VMPod, 59853)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"ingress 10.13.76.17:59853 → 10.13.76.36:8080",
+		"node0 10.13.76.17:59853 → 10.13.76.36:8080",
+		"vnet 10.13.76.17:59853 → 10.13.76.36:8080",
+		"kuard@vm 10.13.76.17:59853 → 10.13.76.36:8080",
+	}, storytest.Addrs(vm))
+	p := vm.Hops[1].Result.Packet
+	assert.Equal(t, [5]any{"azure0", "azure0", "azv0", "eth0", uint8(64)}, [5]any{p.In, p.Out, p.PhysIn, p.PhysOut, p.TTL}, "bridged")
+	aci, _, err := walkCurl(io.Discard, n, ACIPod, 59852)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"ingress 10.13.76.17:59852 → 10.13.100.6:8080",
+		"node0 10.13.76.17:59852 → 10.13.100.6:8080",
+		"vnet 10.13.76.4:59852 → 10.13.100.6:8080",
+		"kuard@aci 10.13.76.4:59852 → 10.13.100.6:8080",
+	}, storytest.Addrs(aci))
+	assert.True(t, netfiltertest.Matched(aci.Hops[1].Result, netfilter.NAT, "cali-nat-outgoing", 1))
+	storytest.WalkPicture(t, "walk", aci, "ingress → kuard on ACI: masqueraded on node0 by cali-nat-outgoing")
+}
