@@ -226,7 +226,6 @@ type fragLine struct {
 	cand  tableMask
 	own   tableMask // cand before other lines narrowed it
 	why   string
-	err   error // the parse error in the first table it could be in
 }
 
 // fragmentCommand strips what a pasted command line has around the
