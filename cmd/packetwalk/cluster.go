@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -19,10 +20,11 @@ import (
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
+	"github.com/packetwalk/packetwalk/render"
 )
 
 var clusterCmd = command{
-	usage: "packetwalk cluster trace|explain [--format text|json] FILE PACKET... | cluster example [DIR]",
+	usage: "packetwalk cluster trace|explain [--format text|json|dot|svg] FILE PACKET... | cluster example [DIR]",
 	about: `
 Follows packets across a network of nodes described in FILE (YAML or JSON):
 nodes (each with its snapshot directory or files, as --node and --rules
@@ -41,7 +43,9 @@ it came in and left through, the packet as it arrived, and for a node or
 pod the rules it crossed (as 'packetwalk trace' prints them, with what
 each target did). Packets run in order through the same network, so
 conntrack, load balancer flows and gateway translations carry over: a
-reply walks back through all of them.
+reply walks back through all of them. --format dot (or svg, drawn by
+Graphviz) draws the last packet's walk hop by hop, with what changed the
+packet at each hop.
 
 'explain' lists every walk of the last packet with its exact probability
 (the load balancer's spread over its healthy backends times kube-proxy's
@@ -81,7 +85,7 @@ type clusterNet struct {
 
 func runCluster(c *cmdEnv, args []string) error {
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
-	format := fs.String("format", "text", "output `FORMAT`: text or json")
+	format := fs.String("format", "text", "output `FORMAT`: text or json; for trace also dot or svg (the last packet's walk, hop by hop)")
 	pos, err := c.parseFlags(fs, clusterCmd, args)
 	if err != nil {
 		return err
@@ -111,8 +115,12 @@ func runCluster(c *cmdEnv, args []string) error {
 	}
 	switch *format {
 	case "text", "json":
+	case "dot", "svg":
+		if verb != "trace" {
+			return usagef("--format %s goes with trace", *format)
+		}
 	default:
-		return usagef("unknown format %q: expected text or json", *format)
+		return usagef("unknown format %q: expected text, json, dot or svg", *format)
 	}
 	if len(pos) < 2 {
 		return usagef("no cluster file: give FILE")
@@ -156,8 +164,25 @@ func runCluster(c *cmdEnv, args []string) error {
 		walks = append(walks, w)
 	}
 	if verb == "trace" {
-		if *format == "json" {
+		switch *format {
+		case "json":
 			return writeClusterJSON(&c.out, walks)
+		case "dot", "svg":
+			w := walks[len(walks)-1]
+			dot := render.WalkDOT(w.walk, render.WalkOptions{Title: fmt.Sprintf("packet %d: %s, %s", w.n, describe(w.input), w.start)})
+			if *format == "dot" {
+				c.out.Write(dot)
+				return nil
+			}
+			svg, err := render.SVG(context.Background(), dot)
+			if errors.Is(err, render.ErrNoDot) {
+				return fmt.Errorf("--format svg needs Graphviz's dot in PATH (install graphviz, or use --format dot)")
+			}
+			if err != nil {
+				return err
+			}
+			c.out.Write(svg)
+			return nil
 		}
 		for i, w := range walks {
 			if i > 0 {

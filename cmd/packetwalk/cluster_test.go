@@ -41,6 +41,8 @@ func TestClusterGolden(t *testing.T) {
 		{"cluster-trace", []string{"cluster", "trace", kubenetFile, "from=pod-a dst=10.0.0.10 dport=80", "reply=1"}, ""},
 		{"cluster-trace-lb", []string{"cluster", "trace", kubenetFile, lbSyn, "reply=1"}, ""},
 		{"cluster-trace-json", []string{"cluster", "trace", "--format", "json", kubenetFile, lbSyn}, ""},
+		{"cluster-trace-dot", []string{"cluster", "trace", "--format", "dot", kubenetFile, lbSyn, "reply=1"}, ""},
+		{"err-cluster-explain-dot", []string{"cluster", "explain", "--format", "dot", kubenetFile, lbSyn}, ""},
 		{"cluster-explain", []string{"cluster", "explain", kubenetFile, "from=pod-a dst=10.0.0.10 dport=80"}, ""},
 		{"cluster-explain-lb", []string{"cluster", "explain", kubenetFile, lbSyn}, ""},
 		{"cluster-explain-json", []string{"cluster", "explain", "--format", "json", kubenetFile, lbSyn}, ""},
