@@ -766,7 +766,11 @@ func (cn *clusterNet) writeWalkText(b *bytes.Buffer, cw clusterWalk) {
 		if h.Out != "" {
 			where += " out " + h.Out
 		}
-		fmt.Fprintf(b, "hop %d: %s (%s)%s: %s\n", i+1, h.Device, h.Kind, where, describe(h.Packet))
+		arrived := h.Packet
+		if !arrived.Src.IsValid() {
+			arrived.Src, arrived.SrcPort = h.Result.Packet.Src, h.Result.Packet.SrcPort // chosen by the host
+		}
+		fmt.Fprintf(b, "hop %d: %s (%s)%s: %s\n", i+1, h.Device, h.Kind, where, describe(arrived))
 		if h.Note != "" {
 			fmt.Fprintf(b, "  %s\n", h.Note)
 		}

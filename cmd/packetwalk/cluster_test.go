@@ -43,6 +43,10 @@ func TestClusterGolden(t *testing.T) {
 		{"cluster-trace-json", []string{"cluster", "trace", "--format", "json", kubenetFile, lbSyn}, ""},
 		{"cluster-trace-dot", []string{"cluster", "trace", "--format", "dot", kubenetFile, lbSyn, "reply=1"}, ""},
 		{"err-cluster-explain-dot", []string{"cluster", "explain", "--format", "dot", kubenetFile, lbSyn}, ""},
+		// SSH from the LAN is accepted by node1's SSH chain, from outside
+		// it is dropped by the INPUT policy (as 'trace --node' shows).
+		{"cluster-snapshot", []string{"cluster", "trace", "testdata/cluster/snapshot.yaml", "from=laptop dst=192.168.10.1 dport=22", "reply=1",
+			"at=lan/uplink src=203.0.113.9 dst=192.168.10.1 dport=22"}, ""},
 		{"cluster-explain", []string{"cluster", "explain", kubenetFile, "from=pod-a dst=10.0.0.10 dport=80"}, ""},
 		{"cluster-explain-lb", []string{"cluster", "explain", kubenetFile, lbSyn}, ""},
 		{"cluster-explain-json", []string{"cluster", "explain", "--format", "json", kubenetFile, lbSyn}, ""},
