@@ -358,6 +358,9 @@ func completeFragment(f Family, data []byte, opt FragmentOptions, lenient Lenien
 			section = NoTable
 			continue
 		}
+		if strings.HasPrefix(trimmed, "Chain ") && strings.Contains(trimmed, " (") {
+			return nil, nil, rep, fail(fmt.Errorf("%w: this is iptables -L output: read it as a listing (RestoreOptions.Listing, --listing)", ErrSyntax))
+		}
 		fl := &fragLine{line: lineNo, text: trimmed}
 		if trimmed[0] == ':' {
 			// ":CHAIN POLICY [p:b]"

@@ -129,6 +129,8 @@ func listingToFragment(f Family, data []byte) ([]byte, map[int]TableID, []*listB
 			ch = c
 			out.WriteString(line + "\n")
 			continue
+		case ch == nil && (trimmed[0] == '*' || trimmed[0] == ':' || strings.HasPrefix(trimmed, "-A ")):
+			return nil, nil, nil, fail(fmt.Errorf("%w: this is iptables-save or -S output, not a listing: read it without Listing (a fragment of it with Fragment, --fragment)", ErrListing))
 		case ch == nil:
 			return nil, nil, nil, fail(fmt.Errorf("%w: expected a \"Chain NAME (...)\" line before %q", ErrListing, trimmed))
 		case ch.title == "":

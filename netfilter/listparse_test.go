@@ -160,6 +160,7 @@ func TestListingErrors(t *testing.T) {
 		{"short row", head + "ACCEPT     all  --  anywhere\n", 3, "row ends before its address column"},
 		{"bad opt", head + "ACCEPT     all  xx  anywhere             anywhere\n", 3, `opt column "xx"`},
 		{"ambiguous table", head, 1, "fits the tables mangle, filter, nat"},
+		{"save output", "*filter\n-A INPUT -j ACCEPT\n", 1, "this is iptables-save or -S output"},
 		{"comment not closed", head + "ACCEPT     all  --  anywhere             anywhere             /* x\n", 3, "closing */"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
