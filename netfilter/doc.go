@@ -141,6 +141,14 @@
 //     dispatch indexes; with the nf_tables backend Host.load then refuses
 //     user chains nested deeper than iptables-nft allows ([ErrTooDeep]).
 //
+// Two other input forms come in through Restore and become restore
+// input first: a fragment ([RestoreOptions].Fragment, fragment.go: the
+// lines of `iptables-save | grep X`, each line's table inferred from its
+// chain names and target, the chains it uses declared, what was assumed
+// in a [FragmentReport]) and a listing ([RestoreOptions].Listing,
+// listparse.go: `iptables -L` output read row by row into rules, then as
+// a fragment, kept only when every chain lists back exactly as given).
+//
 // Single command lines take the same path through [Ruleset.Exec] and
 // [Host.Exec]. The way back is [Ruleset.AppendSave] (iptables-save),
 // [Ruleset.AppendRules] (iptables -S) and [Ruleset.AppendList]
