@@ -345,13 +345,18 @@ func listRowToRule(f Family, chain, raw string, o ListOptions) (numeric, known b
 		}
 		counters = fmt.Sprintf("[%d:%d] ", pn, bn)
 	}
-	// The target column: empty when the row has two blanks there.
+	// The target column starts right after the line number (padded to
+	// 4) or the counters, each followed by one blank; it is empty when
+	// that column holds a blank.
 	target := ""
-	if at := pos + 1; !(o.LineNumbers || o.Verbose) {
-		if len(s) > 0 && s[0] != ' ' {
-			target, _ = next("target")
-		}
-	} else if at < len(s) && s[at] != ' ' {
+	at := 0
+	switch {
+	case o.Verbose:
+		at = pos + 1
+	case o.LineNumbers:
+		at = starts[0] + max(len(words[0]), 4) + 1
+	}
+	if at < len(s) && s[at] != ' ' {
 		target, _ = next("target")
 	}
 	prot, err := next("prot")

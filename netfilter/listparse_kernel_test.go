@@ -34,7 +34,7 @@ func TestKernelListingReadBack(t *testing.T) {
 					tables = append(tables, l[1:])
 				}
 			}
-			for _, flags := range [][]string{{"-L"}, {"-nL"}, {"-nvL"}, {"-nvxL", "--line-numbers"}, {"-vL"}} {
+			for _, flags := range [][]string{{"-L"}, {"-nL"}, {"-nvL"}, {"-nvxL", "--line-numbers"}, {"-vL"}, {"-nL", "--line-numbers"}, {"-vL", "--line-numbers"}} {
 				var listing strings.Builder
 				for _, tb := range tables {
 					out, err := ns.IPTables(append([]string{"-t", tb}, flags...)...)
