@@ -22,7 +22,8 @@ import (
 
 // twoNodeServices is a UDP ClusterIP Service whose only endpoint is pod B
 // on node2, so that the path pod A → node1 → node2 → pod B is the only
-// one and the kernel takes it on the first try.
+// one and the kernel takes it on the first try, and a UDP NodePort
+// Service with externalTrafficPolicy Local and the same endpoint.
 var twoNodeServices = fmt.Sprintf(`apiVersion: v1
 kind: Service
 metadata: {name: dns, namespace: default}
@@ -42,10 +43,41 @@ addressType: IPv4
 ports:
 - {name: "", protocol: UDP, port: 5353}
 endpoints:
-- addresses: [%s]
+- addresses: [%[2]s]
   nodeName: node2
   conditions: {ready: true}
-`, clusterIP, podB)
+---
+apiVersion: v1
+kind: Service
+metadata: {name: local, namespace: default}
+spec:
+  type: NodePort
+  clusterIP: 10.0.0.30
+  externalTrafficPolicy: Local
+  ports:
+  - {protocol: UDP, port: 53, targetPort: 5353, nodePort: %[3]d}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: local-1
+  namespace: default
+  labels: {kubernetes.io/service-name: local}
+addressType: IPv4
+ports:
+- {name: "", protocol: UDP, port: 5353}
+endpoints:
+- addresses: [%[2]s]
+  nodeName: node2
+  conditions: {ready: true}
+`, clusterIP, podB, localNodePort)
+
+// localNodePort is the eTP Local NodePort; outsider is a client outside
+// the cluster on the nodes' segment.
+const (
+	localNodePort = 30053
+	outsider      = "10.240.0.100"
+)
 
 // vxlanRules count the outer packets of the overlay on each node, and
 // the inner ones on the VXLAN device.
@@ -105,7 +137,18 @@ func twoNodeModel(t *testing.T, vxlan bool) (*cluster.Network, map[string]string
 				Remotes: map[netip.Addr]netip.Addr{ma(nd.otherVtep): ma(nd.other)}, SrcPortMin: vxlanSrcPort, SrcPortMax: vxlanSrcPort + 1}))
 		}
 	}
-	require.NoError(t, n.Link(cluster.Port{Device: "node1", Iface: "eth0"}, cluster.Port{Device: "node2", Iface: "eth0"}))
+	// The nodes and an outside client share a switch (a bridge in the
+	// lab, whose frames cross no iptables: its namespace has no rules).
+	sw, err := n.AddRouter("switch")
+	require.NoError(t, err)
+	c := netfilter.NewHost(netfilter.HostConfig{})
+	c.Tracing = true
+	require.NoError(t, c.AddInterface("eth0", mp(outsider+"/24")))
+	require.NoError(t, n.AddHost("client", c))
+	for _, m := range []struct{ name, ip string }{{"node1", node1IP}, {"node2", node2IP}, {"client", outsider}} {
+		require.NoError(t, sw.AddPort(m.name, mp(m.ip+"/32")))
+		require.NoError(t, n.Link(cluster.Port{Device: m.name, Iface: "eth0"}, cluster.Port{Device: "switch", Iface: m.name}))
+	}
 	for _, p := range []struct{ name, node, port, addr, gw string }{
 		{"pod-a", "node1", "veth-a", podA, "10.244.0.1"},
 		{"pod-c", "node1", "veth-c", podC, "10.244.0.1"},
@@ -133,13 +176,19 @@ func ipBatch(t *testing.T, ns *kerneltest.NS, lines ...string) {
 func newLab(t *testing.T, docs map[string]string, vxlan bool) *lab {
 	t.Helper()
 	l := &lab{ns: map[string]*kerneltest.NS{}}
-	for _, name := range []string{"node1", "node2", "pod-a", "pod-b", "pod-c"} {
+	for _, name := range []string{"node1", "node2", "pod-a", "pod-b", "pod-c", "client", "switch"} {
 		l.ns[name] = kerneltest.NewNS(t, "pw-i17-"+name+"-")
 	}
 	n1, n2 := l.ns["node1"], l.ns["node2"]
+	ipBatch(t, l.ns["switch"], "link set lo up", "link add br0 type bridge mcast_snooping 0", "link set br0 up",
+		"link add p1 type veth peer name eth0 netns "+n1.Name(),
+		"link add p2 type veth peer name eth0 netns "+n2.Name(),
+		"link add p3 type veth peer name eth0 netns "+l.ns["client"].Name(),
+		"link set p1 master br0", "link set p2 master br0", "link set p3 master br0",
+		"link set p1 up", "link set p2 up", "link set p3 up")
+	ipBatch(t, l.ns["client"], "link set lo up", "address add "+outsider+"/24 dev eth0", "link set eth0 up")
 	ipBatch(t, n1,
 		"link set lo up",
-		"link add eth0 type veth peer name eth0 netns "+n2.Name(),
 		"link add cbr0 type bridge mcast_snooping 0",
 		"link add veth-a type veth peer name eth0 netns "+l.ns["pod-a"].Name(),
 		"link add veth-c type veth peer name eth0 netns "+l.ns["pod-c"].Name(),
@@ -179,7 +228,7 @@ func newLab(t *testing.T, docs map[string]string, vxlan bool) *lab {
 	for _, p := range []struct{ name, addr, gw string }{{"pod-a", podA, "10.244.0.1"}, {"pod-b", podB, "10.244.1.1"}, {"pod-c", podC, "10.244.0.1"}} {
 		ipBatch(t, l.ns[p.name], "link set lo up", "address add "+p.addr+"/24 dev eth0", "link set eth0 up", "route add default via "+p.gw)
 	}
-	for _, name := range []string{"node1", "node2", "pod-a", "pod-b", "pod-c"} {
+	for _, name := range []string{"node1", "node2", "pod-a", "pod-b", "pod-c", "client", "switch"} {
 		require.NoError(t, l.ns[name].Sysctl("net.ipv6.conf.all.disable_ipv6", "1"))
 	}
 	for _, name := range []string{"node1", "node2"} {
@@ -204,17 +253,21 @@ func newLab(t *testing.T, docs map[string]string, vxlan bool) *lab {
 // prints the peer's address, port and the received TTL.
 const pyProgram = `
 import socket, sys, time
-mode, addr, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+mode, addr, port, n, wait, sport = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, 12, 1)  # IP_RECVTTL
-s.settimeout(5)
+s.settimeout(wait)
 if mode == "serve":
     s.bind((addr, port))
 else:
-    s.bind(("0.0.0.0", 40000))
+    s.bind(("0.0.0.0", sport))
     time.sleep(0.7)
     s.sendto(b"x" * n, (addr, port))
-data, anc, _, peer = s.recvmsg(2048, 64)
+try:
+    data, anc, _, peer = s.recvmsg(2048, 64)
+except socket.timeout:
+    print("timeout")
+    sys.exit(0)
 ttl = [int.from_bytes(d[:4], sys.byteorder) for (l, ty, d) in anc if ty == 2]  # IP_TTL
 print(peer[0], peer[1], ttl[0] if ttl else -1)
 if mode == "serve":
@@ -223,20 +276,29 @@ if mode == "serve":
 
 // exchange runs a server in the namespace of to and a client in that of
 // from; it returns what each printed.
-func (l *lab) exchange(t *testing.T, from, to, dst string, dport int, sAddr string, sPort, payload int) (server, client string) {
+func (l *lab) exchange(t *testing.T, from, to string, sport int, dst string, dport int, sAddr string, sPort, payload int) (server, client string) {
 	t.Helper()
 	var wg sync.WaitGroup
 	var serr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		server, _, serr = l.ns[to].Exec(pyProgram, "python3", "-", "serve", sAddr, fmt.Sprint(sPort), "0")
+		server, _, serr = l.ns[to].Exec(pyProgram, "python3", "-", "serve", sAddr, fmt.Sprint(sPort), "0", "5", "0")
 	}()
-	client, stderr, err := l.ns[from].Exec(pyProgram, "python3", "-", "send", dst, fmt.Sprint(dport), fmt.Sprint(payload))
+	client, stderr, err := l.ns[from].Exec(pyProgram, "python3", "-", "send", dst, fmt.Sprint(dport), fmt.Sprint(payload), "5", fmt.Sprint(sport))
 	wg.Wait()
 	require.NoError(t, serr)
 	require.NoError(t, err, stderr)
 	return strings.TrimSpace(server), strings.TrimSpace(client)
+}
+
+// send sends one datagram from the namespace of from and waits a second
+// for an answer that should not come; it returns what the client printed.
+func (l *lab) send(t *testing.T, from string, sport int, dst string, dport, payload int) string {
+	t.Helper()
+	out, stderr, err := l.ns[from].Exec(pyProgram, "python3", "-", "send", dst, fmt.Sprint(dport), fmt.Sprint(payload), "1", fmt.Sprint(sport))
+	require.NoError(t, err, stderr)
+	return strings.TrimSpace(out)
 }
 
 var ctTimeout = regexp.MustCompile(`^(\S+\s+\d+\s+)\d+ `)
@@ -258,7 +320,10 @@ func conntrackLines(text string) []string {
 // answer, then one from pod A to pod C on the same bridge (bridged
 // through node1's iptables), and compares at every hop: the addresses and
 // TTL each pod receives, each node's conntrack entries, and every rule's
-// and policy's counters of each node. The vxlan case routes between the
+// and policy's counters of each node. Then it sends datagrams from a
+// client outside the cluster to an externalTrafficPolicy Local NodePort
+// of each node: node1, without an endpoint, drops it; node2 keeps the
+// client's address. The vxlan case routes between the
 // nodes through a VXLAN overlay instead (IP-in-IP is not in this
 // kernel), whose outer packets cross both nodes' iptables.
 func TestKernelTwoNodes(t *testing.T) {
@@ -288,6 +353,7 @@ func kernelTwoNodes(t *testing.T, vxlan bool) {
 	want := []string{
 		"pod-a[>eth0] 10.244.0.5:40000→10.0.0.10:53 ttl 64",
 		"node1[veth-a>eth0] 10.244.0.5:40000→10.0.0.10:53 ttl 64",
+		"switch[node1>node2] 10.244.0.5:40000→10.244.1.6:5353 ttl 63",
 		"node2[eth0>veth-b] 10.244.0.5:40000→10.244.1.6:5353 ttl 63",
 		"pod-b[eth0>] 10.244.0.5:40000→10.244.1.6:5353 ttl 62",
 	}
@@ -296,6 +362,7 @@ func kernelTwoNodes(t *testing.T, vxlan bool) {
 			"pod-a[>eth0] 10.244.0.5:40000→10.0.0.10:53 ttl 64",
 			"node1[veth-a>vx1] 10.244.0.5:40000→10.0.0.10:53 ttl 64",
 			"node1[>eth0] 10.240.0.4:40000→10.240.0.5:4789 ttl 64",
+			"switch[node1>node2] 10.240.0.4:40000→10.240.0.5:4789 ttl 64",
 			"node2[eth0>] 10.240.0.4:40000→10.240.0.5:4789 ttl 64",
 			"node2[vx1>veth-b] 10.244.0.5:40000→10.244.1.6:5353 ttl 63",
 			"pod-b[eth0>] 10.244.0.5:40000→10.244.1.6:5353 ttl 62",
@@ -313,16 +380,40 @@ func kernelTwoNodes(t *testing.T, vxlan bool) {
 	require.Equal(t, "pod-a", bback.Last().Device)
 
 	// Kernel: the same datagrams.
-	srv, cli := l.exchange(t, "pod-a", "pod-b", clusterIP, 53, podB, 5353, payload)
+	srv, cli := l.exchange(t, "pod-a", "pod-b", 40000, clusterIP, 53, podB, 5353, payload)
 	at := w.Last().Packet
 	assert.Equal(t, fmt.Sprintf("%s %d %d", at.Src, at.SrcPort, at.TTL), srv, "what pod B received")
 	rb := back.Last().Packet
 	assert.Equal(t, fmt.Sprintf("%s %d %d", rb.Src, rb.SrcPort, rb.TTL), cli, "what pod A received back")
-	srv, cli = l.exchange(t, "pod-a", "pod-c", podC, 7000, podC, 7000, payload)
+	srv, cli = l.exchange(t, "pod-a", "pod-c", 40000, podC, 7000, podC, 7000, payload)
 	at = bridged.Last().Packet
 	assert.Equal(t, fmt.Sprintf("%s %d %d", at.Src, at.SrcPort, at.TTL), srv, "what pod C received")
 	rb = bback.Last().Packet
 	assert.Equal(t, fmt.Sprintf("%s %d %d", rb.Src, rb.SrcPort, rb.TTL), cli, "what pod A received back from pod C")
+
+	// externalTrafficPolicy Local from outside: node1, without an
+	// endpoint, drops the datagram; node2 delivers it to pod B with the
+	// client's address, and the answer goes back from the NodePort.
+	dropped, err := n.Send("client", udp(outsider+":41000", fmt.Sprintf("%s:%d", node1IP, localNodePort)))
+	require.NoError(t, err)
+	require.Equal(t, cluster.Dropped, dropped.Fate, route(dropped))
+	assert.Equal(t, "node1", dropped.Last().Device, "the node without a local endpoint drops")
+	assert.Equal(t, "DROP dropped on node1 (INPUT filter KUBE-EXTERNAL-SERVICES #1)", dropped.Reason)
+	local, err := n.Send("client", udp(outsider+":41001", fmt.Sprintf("%s:%d", node2IP, localNodePort)))
+	require.NoError(t, err)
+	require.Equal(t, cluster.Delivered, local.Fate, route(local))
+	assert.Equal(t, outsider, local.Last().Packet.Src.String(), "the client's address is kept")
+	lback, err := n.Reply(local, 0)
+	require.NoError(t, err)
+	require.Equal(t, "client", lback.Last().Device, route(lback))
+
+	// Kernel: the same datagrams.
+	assert.Equal(t, "timeout", l.send(t, "client", 41000, node1IP, localNodePort, payload), "node1 drops")
+	srv, cli = l.exchange(t, "client", "pod-b", 41001, node2IP, localNodePort, podB, 5353, payload)
+	at = local.Last().Packet
+	assert.Equal(t, fmt.Sprintf("%s %d %d", at.Src, at.SrcPort, at.TTL), srv, "what pod B received from outside")
+	rb = lback.Last().Packet
+	assert.Equal(t, fmt.Sprintf("%s %d %d", rb.Src, rb.SrcPort, rb.TTL), cli, "what the client received back")
 
 	for _, node := range []string{"node1", "node2"} {
 		h := n.Host(node)

@@ -3,8 +3,10 @@ package cluster
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/big"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/packetwalk/packetwalk/inet"
@@ -271,8 +273,8 @@ func (n *Network) afterHost(d *hostDev, t transit, r netfilter.Result) (branch, 
 	switch r.Disposition {
 	case netfilter.Delivered:
 		if t.inner != nil {
-			for iface, tun := range d.tunnels {
-				if tun.Local == p.Dst && decapsulates(tun, p) {
+			for _, iface := range slices.Sorted(maps.Keys(d.tunnels)) {
+				if tun := d.tunnels[iface]; tun.Local == p.Dst && decapsulates(tun, p) {
 					b.next = &transit{at: Port{d.name, iface}, pkt: *t.inner, note: fmt.Sprintf("decapsulated from %s %s → %s", tun.Kind, p.Src, p.Dst)}
 					return b, nil
 				}

@@ -116,6 +116,17 @@ func TestReceiveBridged(t *testing.T) {
 		assert.Equal(t, netfilter.Delivered, r.Disposition)
 		assert.Equal(t, []string{"pre br0 physin va", "pre ttl64", "input br0 physin va"}, matched(t, h))
 	})
+	t.Run("bridged frame DNATed to another port", func(t *testing.T) {
+		h := bridgeHost(t)
+		require.NoError(t, h.Restore(netfilter.IPv4, []byte(bridgeKernelRules), netfilter.RestoreOptions{}))
+		in := in
+		in.Next = netip.MustParseAddr("10.1.0.3")
+		in.PortOf = func(a netip.Addr) (string, bool) { return "vd", a.String() == "10.1.0.4" }
+		r := h.ReceiveBridged(in, udp("10.1.0.2:5000", "10.1.0.3:6"))
+		assert.Equal(t, netfilter.Forwarded, r.Disposition)
+		assert.Equal(t, [4]any{"10.1.0.4:9", "vd", "br0", uint8(64)}, [4]any{netip.AddrPortFrom(r.Packet.Dst, r.Packet.DstPort).String(), r.Packet.PhysOut, r.Packet.Out, r.Packet.TTL})
+		assert.Equal(t, []string{"pre br0 physin va", "pre ttl64", "fwd ttl64", "fwd bridged va>vd", "post br0 physout vd"}, matched(t, h))
+	})
 	t.Run("no port for the neighbour", func(t *testing.T) {
 		h := bridgeHost(t)
 		in := in

@@ -104,6 +104,13 @@
 // and with [Host.Tracing] on, [Result.Trace] holds every step (result.go:
 // Result, Step, Verdict, Disposition and the recording of the deciding place).
 //
+// [Host.ReceiveBridged] (bridge.go) walks a frame arriving on a port of one
+// of the host's Linux bridges as br_netfilter shows it to iptables: up to
+// the host through Host.walk, or bridged to another port through
+// PREROUTING, FORWARD and POSTROUTING without a routing decision, with
+// [Packet].PhysIn, PhysOut and Bridged set for -m physdev; [Host.Lookup]
+// is the route lookup callers composing hosts (package cluster) need.
+//
 // [Host.Explain] runs the same walk under an oracle (explain.go) that, at
 // each statistic --mode random match, follows both branches and weighs them
 // by the kernel's stored 31-bit probability; it returns every [Outcome]
@@ -137,6 +144,14 @@
 //     resolving jumps through validation's chain indexes, and builds the
 //     dispatch indexes; with the nf_tables backend Host.load then refuses
 //     user chains nested deeper than iptables-nft allows ([ErrTooDeep]).
+//
+// Two other input forms come in through Restore and become restore
+// input first: a fragment ([RestoreOptions].Fragment, fragment.go: the
+// lines of `iptables-save | grep X`, each line's table inferred from its
+// chain names and target, the chains it uses declared, what was assumed
+// in a [FragmentReport]) and a listing ([RestoreOptions].Listing,
+// listparse.go: `iptables -L` output read row by row into rules, then as
+// a fragment, kept only when every chain lists back exactly as given).
 //
 // Single command lines take the same path through [Ruleset.Exec] and
 // [Host.Exec]. The way back is [Ruleset.AppendSave] (iptables-save),

@@ -41,6 +41,9 @@ type FragmentReport struct {
 	// service's chains but drops "-A PREROUTING -j KUBE-SERVICES", so
 	// packets never enter them until such a line is added.
 	Unreached []FragmentChain
+	// Notes says what an input form cannot tell (a listing without -v
+	// shows no interfaces).
+	Notes []string
 }
 
 // FragmentLine is the table a fragment line was put in.
@@ -95,7 +98,7 @@ func (r *FragmentReport) Summary() []string {
 	for _, c := range r.Unreached {
 		out = append(out, fmt.Sprintf("no rule jumps to %s %s (line %d): packets never enter it", c.Table, c.Chain, c.Line))
 	}
-	return out
+	return append(out, r.Notes...)
 }
 
 // tableMask is a set of tables, bit i for TableID i.
@@ -223,7 +226,6 @@ type fragLine struct {
 	cand  tableMask
 	own   tableMask // cand before other lines narrowed it
 	why   string
-	err   error // the parse error in the first table it could be in
 }
 
 // fragmentCommand strips what a pasted command line has around the
@@ -355,6 +357,9 @@ func completeFragment(f Family, data []byte, opt FragmentOptions, lenient Lenien
 			}
 			section = NoTable
 			continue
+		}
+		if strings.HasPrefix(trimmed, "Chain ") && strings.Contains(trimmed, " (") {
+			return nil, nil, rep, fail(fmt.Errorf("%w: this is iptables -L output: read it as a listing (RestoreOptions.Listing, --listing)", ErrSyntax))
 		}
 		fl := &fragLine{line: lineNo, text: trimmed}
 		if trimmed[0] == ':' {

@@ -110,6 +110,7 @@ func TestFragmentErrors(t *testing.T) {
 		{"ip6tables in IPv4", "ip6tables -A INPUT -j ACCEPT", NoTable, 1, ErrSyntax, "IPv6 command"},
 		{"flush without table", "-F", NoTable, 1, ErrSyntax, "needs its table"},
 		{"two tables", "iptables -t nat -t filter -A INPUT -j ACCEPT", NoTable, 1, ErrSyntax, "two tables"},
+		{"a listing", "Chain INPUT (policy ACCEPT)\ntarget     prot opt source               destination", NoTable, 1, ErrSyntax, "this is iptables -L output"},
 		{"bad default", "-A INPUT -j ACCEPT", TableID(99), 0, ErrBadValue, "default table"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

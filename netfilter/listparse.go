@@ -129,6 +129,8 @@ func listingToFragment(f Family, data []byte) ([]byte, map[int]TableID, []*listB
 			ch = c
 			out.WriteString(line + "\n")
 			continue
+		case ch == nil && (trimmed[0] == '*' || trimmed[0] == ':' || strings.HasPrefix(trimmed, "-A ")):
+			return nil, nil, nil, fail(fmt.Errorf("%w: this is iptables-save or -S output, not a listing: read it without Listing (a fragment of it with Fragment, --fragment)", ErrListing))
 		case ch == nil:
 			return nil, nil, nil, fail(fmt.Errorf("%w: expected a \"Chain NAME (...)\" line before %q", ErrListing, trimmed))
 		case ch.title == "":
@@ -343,13 +345,18 @@ func listRowToRule(f Family, chain, raw string, o ListOptions) (numeric, known b
 		}
 		counters = fmt.Sprintf("[%d:%d] ", pn, bn)
 	}
-	// The target column: empty when the row has two blanks there.
+	// The target column starts right after the line number (padded to
+	// 4) or the counters, each followed by one blank; it is empty when
+	// that column holds a blank.
 	target := ""
-	if at := pos + 1; !(o.LineNumbers || o.Verbose) {
-		if len(s) > 0 && s[0] != ' ' {
-			target, _ = next("target")
-		}
-	} else if at < len(s) && s[at] != ' ' {
+	at := 0
+	switch {
+	case o.Verbose:
+		at = pos + 1
+	case o.LineNumbers:
+		at = starts[0] + max(len(words[0]), 4) + 1
+	}
+	if at < len(s) && s[at] != ' ' {
 		target, _ = next("target")
 	}
 	prot, err := next("prot")
@@ -984,6 +991,11 @@ func (rs *Ruleset) restoreListing(data []byte, opt RestoreOptions, committed *[n
 					return toParseError(r.line, r.text, fmt.Errorf("%w: the row reads back as %q: the listing does not tell this rule (give iptables-save or iptables -S output)", ErrListing, back))
 				}
 			}
+		}
+	}
+	for _, b := range blocks {
+		if !b.opt.Verbose && len(b.chains) > 0 {
+			fo.Report.Notes = append(fo.Report.Notes, fmt.Sprintf("line %d: a listing without -v shows no interfaces: its rules were read without -i and -o (list with -v to keep them)", b.chains[0].line))
 		}
 	}
 	rs.tables = work.tables

@@ -160,6 +160,7 @@ func TestListingErrors(t *testing.T) {
 		{"short row", head + "ACCEPT     all  --  anywhere\n", 3, "row ends before its address column"},
 		{"bad opt", head + "ACCEPT     all  xx  anywhere             anywhere\n", 3, `opt column "xx"`},
 		{"ambiguous table", head, 1, "fits the tables mangle, filter, nat"},
+		{"save output", "*filter\n-A INPUT -j ACCEPT\n", 1, "this is iptables-save or -S output"},
 		{"comment not closed", head + "ACCEPT     all  --  anywhere             anywhere             /* x\n", 3, "closing */"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,4 +212,39 @@ func FuzzListing(f *testing.F) {
 			t.Fatalf("read back differs:\n%s\n%s", rs.String(), again.String())
 		}
 	})
+}
+
+// ruleset → list → read → list is the identity for the readable golden
+// rulesets under every combination of -n, -v, -x and --line-numbers.
+func TestListingRoundTripAllFlags(t *testing.T) {
+	n := 0
+	for _, name := range []string{"any-prefix", "azure-cni", "basic", "basic6", "calico", "docker", "flannel", "ip-masq-agent",
+		"kubeproxy-current", "kubeproxy-legacy", "quirk-udp-port-wrap"} {
+		data, err := os.ReadFile(filepath.Join(goldenDir, name+".save"))
+		require.NoError(t, err)
+		fam := IPv4
+		if strings.HasSuffix(name, "6") {
+			fam = IPv6
+		}
+		rs := NewRuleset(fam)
+		require.NoError(t, rs.Restore(data, RestoreOptions{}), name)
+		var order strings.Builder
+		for _, id := range []TableID{Filter, NAT, Mangle, Raw} {
+			if rs.Table(id) != nil {
+				order.WriteString("# table " + id.String() + "\n")
+			}
+		}
+		for mask := 0; mask < 16; mask++ {
+			opt := ListOptions{Numeric: mask&1 != 0, Verbose: mask&2 != 0, Exact: mask&4 != 0, LineNumbers: mask&8 != 0}
+			if opt.Exact && !opt.Verbose {
+				continue // -x only changes counters, which -v shows
+			}
+			first := listAll(t, rs, order.String(), opt)
+			back, err := readListing(fam, first, NoTable)
+			require.NoError(t, err, "%s %+v", name, opt)
+			assert.Equal(t, first, listAll(t, back, order.String(), opt), "%s %+v", name, opt)
+			n++
+		}
+	}
+	assert.Equal(t, 11*12, n)
 }

@@ -17,7 +17,7 @@ type WalkOptions struct {
 }
 
 // WalkDOT returns the Graphviz DOT text of a packet's walk across a
-// cluster (cluster.Walk): one box per hop, left to right, with the device,
+// cluster (cluster.Walk): one box per hop, top to bottom, with the device,
 // the interfaces or ports it came in and left through, the packet's
 // addresses as it arrived and, where they changed, as it left, and what
 // changed or decided it there (the host's NAT, MARK, DROP and REJECT
@@ -25,7 +25,7 @@ type WalkOptions struct {
 // dropped is highlighted.
 func WalkDOT(w cluster.Walk, opt WalkOptions) []byte {
 	var b bytes.Buffer
-	b.WriteString("digraph walk {\n  rankdir=LR;\n")
+	b.WriteString("digraph walk {\n  rankdir=TB;\n")
 	if opt.Title != "" {
 		fmt.Fprintf(&b, "  label=%s; labelloc=t; fontname=\"Helvetica\";\n", quote(opt.Title))
 	}

@@ -33,7 +33,7 @@ func TestWalkDOT(t *testing.T) {
 	require.NoError(t, err)
 	dot := string(render.WalkDOT(w, render.WalkOptions{Title: "pod1 → Service"}))
 	assert.Equal(t, `digraph walk {
-  rankdir=LR;
+  rankdir=TB;
   label="pod1 → Service"; labelloc=t; fontname="Helvetica";
   node [shape=box, style=rounded, fontname="Helvetica", fontsize=10];
   edge [fontname="Helvetica", fontsize=9];

@@ -28,7 +28,8 @@ func graphTable(res netfilter.Result) netfilter.TableID {
 // writeGraph writes the render package's graph of one table with the
 // packet's path: DOT text, or SVG drawn by Graphviz.
 func writeGraph(b *bytes.Buffer, nd *node, o outcome, table netfilter.TableID, svg bool) error {
-	if table == netfilter.NoTable {
+	given := table != netfilter.NoTable
+	if !given {
 		table = graphTable(o.res)
 	}
 	fam := netfilter.IPv4
@@ -37,6 +38,9 @@ func writeGraph(b *bytes.Buffer, nd *node, o outcome, table netfilter.TableID, s
 	}
 	rs := nd.host.Ruleset(fam)
 	if rs.Table(table) == nil {
+		if !given {
+			return fmt.Errorf("nothing to draw: the packet crossed no rule and the node has no %s table (give --graph-table TABLE)", table)
+		}
 		return fmt.Errorf("--graph-table %s: the node has no %s table", table, table)
 	}
 	// The built-in chains the packet entered in the table, in order;

@@ -15,6 +15,7 @@
 //	packetwalk explain [node input] [--format text|json] [PACKET...] PACKET
 //	packetwalk kube -f CLUSTER.yaml [--layout current|legacy] [--node-name N] [--node-ip IP]...
 //	packetwalk pcap [node input] -r IN.pcap|IN.pcapng [--in IFACE] -w OUT_PREFIX
+//	packetwalk cluster trace|explain [--format text|json] FILE PACKET...
 //
 // A PACKET is one argument of space-separated key=value tokens, for
 // example "in=eth0 src=192.168.10.2 dst=10.96.0.10 dport=80".
@@ -92,6 +93,7 @@ func subcommands() []subcommand {
 		{"explain", "list every possible outcome of a packet with its exact probability", runExplain},
 		{"kube", "print the iptables-save text kube-proxy writes for a cluster", runKube},
 		{"pcap", "run a pcap or pcapng capture through the node and write what leaves", runPcap},
+		{"cluster", "follow packets across nodes, pods, bridges, routers and load balancers", runCluster},
 		{"demo", "walk a few packets through an embedded Kubernetes node", runDemo},
 	}
 }

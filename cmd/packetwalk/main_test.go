@@ -112,6 +112,8 @@ var goldenCases = []struct {
 	{"trace-dot", []string{"trace", "--fragment", "--rules", "testdata/fragment/whereami", "--addr", "eth0=10.13.76.4/24", "--seed", "3",
 		"--format", "dot", "in=eth0 src=203.0.113.7 dst=51.144.176.251 dport=80"}, ""},
 	{"trace-dot-filter", []string{"trace", "--node", node1, "--format", "dot", "--graph-table", "filter", "in=eth0 src=192.168.10.2 dst=192.168.10.1 dport=22"}, ""},
+	{"err-graph-no-table", []string{"trace", "--node", node1, "--format", "dot", "--graph-table", "raw", "in=eth0 src=10.0.0.2 dst=192.168.10.1"}, ""},
+	{"err-graph-nothing", []string{"trace", "--addr", "eth0=10.0.0.1/24", "--format", "dot", "in=eth0 src=10.0.0.2 dst=10.0.0.1"}, ""},
 	{"err-graph-table-format", []string{"trace", "--graph-table", "nat", "dst=10.0.0.1"}, ""},
 	{"list-from-listing", []string{"list", "--listing", "--rules", "../../netfilter/testdata/golden/kubeproxy-legacy.L-nv", "-t", "nat", "-nvL", "KUBE-SVC-4N57TFCL4MD7ZTDA"}, ""},
 	{"trace-listing", []string{"trace", "--listing", "--rules", "-", "--addr", "eth0=10.13.76.4/24", "in=eth0 src=10.13.76.40 dst=10.0.159.58 dport=80"},

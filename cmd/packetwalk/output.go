@@ -290,6 +290,12 @@ func writeWalk(b *bytes.Buffer, sysctls map[string]int, policy bool, o outcome) 
 		route := func() {
 			if !routed {
 				routed = true
+				if res.Packet.Bridged {
+					// br_netfilter: the bridge forwards the frame between
+					// its ports; no routing decision.
+					rows = append(rows, textRow{cells: []string{"  bridging", "", "", "", "BRIDGE", "in " + res.Packet.PhysIn + " out " + res.Packet.PhysOut}})
+					return
+				}
 				rows = append(rows, textRow{cells: []string{"  routing", "", "", "", "ROUTE", routeText(o) + firstChoice(policy, res)}})
 			}
 		}

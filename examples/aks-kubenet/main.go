@@ -30,6 +30,10 @@
 // not list, is 10.100.1.2 on kubenet and the CNI pods are 10.220.2.28,
 // .41 and .76 — the addresses whose hashes are the post's chain names.
 // Unlike the post's listing, the rules carry kube-proxy's comments.
+//
+// walk-pod.svg and walk-internet.svg draw the whole path of a pod's
+// connection to a pod on another node and to the Internet, hop by hop
+// (render.WalkDOT; redrawn by go test -update).
 package main
 
 import (

@@ -17,6 +17,9 @@
 //
 // The rules (testdata/nat.rules) are the post's listings in
 // iptables-restore form; the sets (testdata/ipsets) are its `ipset list`.
+//
+// walk.svg draws the whole path of the curl to VNet B, hop by hop
+// (render.WalkDOT; redrawn by go test -update).
 package main
 
 import (

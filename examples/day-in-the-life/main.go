@@ -24,6 +24,10 @@
 // contain the post's `iptables-save | grep whereami` lines
 // (testdata/seed-*.save) rule for rule. The two MASQUERADE rules AKS adds
 // to POSTROUTING are appended as the post lists them.
+//
+// walk.svg draws the whole path of the first SYN across the machines,
+// path.svg the node's nat table with its path (redrawn by go test
+// -update).
 package main
 
 import (

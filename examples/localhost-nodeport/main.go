@@ -20,6 +20,9 @@
 // same rules and setting, and checks the same outcomes and nat counters;
 // netfilter/route_localnet_kernel_test.go covers route_localnet's other
 // cases (martian sources and destinations received off lo).
+//
+// walk.svg draws the whole path of the SYN with route_localnet=1, node
+// to pod (render.WalkDOT; redrawn by go test -update).
 package main
 
 import (

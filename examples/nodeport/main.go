@@ -16,6 +16,9 @@
 // "-> 172.16.166.130:8080" comments come from) writes for the Service and
 // EndpointSlice in testdata/cluster.yaml; the node and client addresses,
 // which the post does not show, are made up.
+//
+// walk.svg draws the whole path of the first SYN, hop by hop
+// (render.WalkDOT; redrawn by go test -update).
 package main
 
 import (

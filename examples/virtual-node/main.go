@@ -19,6 +19,9 @@
 // source port rewritten too (59850 → 10014), which suggests its Calico
 // added --random-fully; the rule here, as "AKS Azure CNI Calico IP
 // Masquerade" (docs/blog-posts.md) shows it, keeps ports.
+//
+// walk.svg draws the whole path of the SYN to the kuard pod on ACI, hop
+// by hop (render.WalkDOT; redrawn by go test -update).
 package main
 
 import (

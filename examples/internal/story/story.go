@@ -1,7 +1,7 @@
 // Package story prints the views the example programs share: a packet's
 // walk through a host under the host's name, `iptables -t nat -nvL CHAIN`,
 // `conntrack -L` and `ipset list` with their command lines, and section
-// titles; Net connects hosts. It uses only packetwalk's public API, so the
+// titles; Net is a cluster.Network that prints every walk across it. It uses only packetwalk's public API, so the
 // examples read as what a user of the library would write; what is not
 // specific to the examples' printing (hosts on a manual clock, replies,
 // traces, Matched) is in package netfiltertest.
