@@ -224,6 +224,14 @@ func (n *Network) emitted(d *hostDev, e netfilter.Packet) (Walk, error) {
 		hop.Result.Disposition = netfilter.Delivered
 		return Walk{Hops: []Hop{hop}, Fate: Delivered}, nil
 	}
+	// The host routed the packet without telling the way: look it up
+	// again as the kernel routes its own replies, with their source and
+	// mark 0 (ip rules from a pod's address apply), from the header as
+	// it left.
+	e.Mark = 0
+	if rt, ok := d.h.LookupLocal(e); ok {
+		hop.Result.Via = rt.Gateway
+	}
 	t := transit{at: Port{Device: d.name}, pkt: e, local: true, note: note}
 	b, err := n.afterHost(d, t, hop.Result)
 	if err != nil {
@@ -388,13 +396,11 @@ func (n *Network) afterHost(d *hostDev, t transit, r netfilter.Result) (branch, 
 	}
 	next := t.next
 	if r.Packet.PhysOut == "" || p.Dst != t.pkt.Dst {
-		rt, ok := d.h.Lookup(p.Dst)
-		if !ok {
-			return b, fmt.Errorf("host %s: no route to %s for a packet it forwarded", d.name, p.Dst)
-		}
+		// The neighbour the host's routing decision chose (its ip rules
+		// included): the route's gateway, or the destination on link.
 		next = p.Dst
-		if rt.Gateway.IsValid() {
-			next = rt.Gateway
+		if r.Via.IsValid() {
+			next = r.Via
 		}
 	}
 	if tun, ok := d.tunnels[p.Out]; ok {
