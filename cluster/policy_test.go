@@ -40,7 +40,7 @@ func awsVPC(t *testing.T) *cluster.Network {
 	require.NoError(t, n.AddHost("node2", node2))
 	for _, p := range []struct {
 		name, addr, node, veth string
-		table             uint32 // the pod's "from" rule's table, 0 for none (primary ENI)
+		table                  uint32 // the pod's "from" rule's table, 0 for none (primary ENI)
 	}{
 		{"pod-p", "10.0.1.11", "node1", "enip", 0},
 		{"pod-s", "10.0.1.21", "node1", "enis", 2},
