@@ -63,7 +63,7 @@ vnet[node2>lb] 20.1.2.3:80→203.0.113.7:5555 RST,ACK => 20.1.2.3:80→203.0.113
 lb[backend>frontend] 20.1.2.3:80→203.0.113.7:5555 RST,ACK => 20.1.2.3:80→203.0.113.7:5555 RST,ACK forwarded
 internet[lb>world] 20.1.2.3:80→203.0.113.7:5555 RST,ACK => 20.1.2.3:80→203.0.113.7:5555 RST,ACK forwarded
 left left the model through internet/world`, eroute(w.Emitted[0]))
-	assert.Contains(t, w.Emitted[0].Hops[0].Note, "emitted: TCP reset")
+	assert.Equal(t, "emitted: TCP reset tcp 10.244.1.6:8080 → 203.0.113.7:5555", w.Emitted[0].Hops[0].Note)
 	// node2's conntrack saw the reset as the reply of the connection,
 	// and deleted the entry, a connection whose only reply is a reset
 	// (TestKernelEmitted shows the kernel doing so).
@@ -93,6 +93,8 @@ lb[backend>frontend] 20.1.2.3→203.0.113.7 icmp 3/3 [tcp 203.0.113.7:5555→20.
 internet[lb>world] 20.1.2.3→203.0.113.7 icmp 3/3 [tcp 203.0.113.7:5555→20.1.2.3:80] => 20.1.2.3→203.0.113.7 icmp 3/3 [tcp 203.0.113.7:5555→20.1.2.3:80] forwarded
 left left the model through internet/world`, eroute(w.Emitted[0]))
 	assert.True(t, related(w.Emitted[0].Hops[1].Result), "node2: RELATED")
+	assert.Equal(t, "emitted: icmp type 3 code 3 10.244.1.6 → 203.0.113.7 quoting tcp 203.0.113.7:5555 → 10.244.1.6:8080", w.Emitted[0].Hops[0].Note)
+	assert.Contains(t, w.Emitted[0].Hops[3].Note, "ICMP error from backend node2, quoted destination back to 20.1.2.3:80")
 	for _, h := range w.Hops {
 		assert.False(t, related(h.Result), "%s: the SYN is no RELATED packet", h.Device)
 	}
@@ -121,6 +123,7 @@ func TestEmittedICMPThroughGateway(t *testing.T) {
 	assert.Equal(t, []string{"server", "internet", "nat", "vnet", "node1", "pod-a"}, devices(e))
 	assert.Equal(t, "198.51.100.9→20.9.9.9 icmp 3/3 [udp 20.9.9.9:40000→198.51.100.9:53]", pkt(e.Hops[2].Packet))
 	assert.Equal(t, "198.51.100.9→10.240.0.4 icmp 3/3 [udp 10.240.0.4:40000→198.51.100.9:53]", pkt(e.Hops[2].Result.Packet))
+	assert.Equal(t, "ICMP error: destination back to 10.240.0.4, quoted source back to 10.240.0.4:40000", e.Hops[2].Note)
 	assert.Equal(t, "198.51.100.9→10.244.0.5 icmp 3/3 [udp 10.244.0.5:40000→198.51.100.9:53]", pkt(e.Last().Packet))
 	assert.True(t, related(e.Hops[4].Result), "node1: RELATED")
 	assert.True(t, related(e.Last().Result), "pod A: RELATED")

@@ -254,7 +254,7 @@ func describeEmitted(e netfilter.Packet) string {
 	if e.Proto == inet.TCP {
 		return "TCP reset " + addrs(e)
 	}
-	s := fmt.Sprintf("ICMP %d/%d %s", e.ICMPType, e.ICMPCode, addrs(e))
+	s := fmt.Sprintf("%s type %d code %d %s → %s", e.Proto, e.ICMPType, e.ICMPCode, e.Src, e.Dst)
 	if e.Inner.Proto != 0 {
 		in := netfilter.Packet{Proto: e.Inner.Proto, Src: e.Inner.Src, Dst: e.Inner.Dst, SrcPort: e.Inner.SrcPort, DstPort: e.Inner.DstPort}
 		s += " quoting " + addrs(in)
