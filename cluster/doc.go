@@ -24,7 +24,10 @@
 //     goes up to the host ([netfilter.Host.ReceiveBridged]);
 //   - routers ([Network.AddRouter], [Router]): a cloud VNet or VPC with
 //     its route table (AKS kubenet's routes from each pod CIDR to its
-//     node), the Internet;
+//     node), the Internet. A router that is a Linux machine is a host
+//     with two interfaces linked to its neighbours: it decrements the
+//     TTL, answers an expired one with an ICMP time exceeded and runs
+//     its own iptables;
 //   - load balancers ([Network.AddLoadBalancer], [LoadBalancer]): rules
 //     from a frontend IP:port to backend nodes, with or without floating
 //     IP, and health probes ([Prober], answered by kube-proxy's
@@ -43,10 +46,19 @@
 // model; the [Walk] lists the [Hop]s, each with its device, the
 // interfaces or ports it came in and left through, the packet as it
 // arrived and the device's [netfilter.Result] (for a host, the rules it
-// crossed). [Network.Reply] sends the answer back from the receiver
-// through every device's connection state: each host's conntrack, the
-// load balancer's flows, the gateway's translations. [Network.Receive]
-// starts a walk at a port, for a packet from outside the model.
+// crossed). A host forwards to the neighbour its own routing decision
+// chose ([netfilter.Result].Via), its ip rules included: a node of the
+// AWS VPC CNI sends a pod's traffic out the ENI the pod's address belongs
+// to. The packets hosts generate on the way (a REJECT's reset or ICMP
+// error, an ICMP time exceeded, the ICMP error of an unreachable route)
+// are followed too, as walks of their own in [Walk].Emitted: each host's
+// conntrack relates an ICMP error to the connection it quotes and NAT
+// translates the quoted header, and load balancers and gateways
+// translate it back as they do replies. [Network.Reply] sends the answer
+// back from the receiver through every device's connection state: each
+// host's conntrack, the load balancer's flows, the gateway's
+// translations. [Network.Receive] starts a walk at a port, for a packet
+// from outside the model.
 //
 // [Network.Explain] returns every possible walk with its exact
 // probability ([Outcome]): the load balancer's spread over its healthy
@@ -62,7 +74,9 @@
 // What the model leaves out: Ethernet addresses (a bridge knows its
 // neighbours by their IP addresses, see [netfilter.BridgeIn]), ARP,
 // MTU and fragmentation across hops, IPv6 tunnels, the cloud's own
-// filters (network security groups), and the packets hosts generate
-// while walking (a REJECT's reset, an ICMP time exceeded): they are in
-// the hop's Result.Emitted, not followed.
+// filters (network security groups), ICMP errors of cloud routers, load
+// balancers and gateways themselves (they never send one), and in
+// [Network.Explain] the packets hosts emit: its outcomes leave
+// Walk.Emitted nil (the hops' Result.Emitted still hold them), as
+// following them needs the connection state Explain does not make.
 package cluster

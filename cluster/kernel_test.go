@@ -15,6 +15,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/cluster"
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
 	"github.com/packetwalk/packetwalk/kubeproxy"
 	"github.com/packetwalk/packetwalk/netfilter"
@@ -31,7 +32,9 @@ spec:
   type: ClusterIP
   clusterIP: %s
   ports:
-  - {protocol: UDP, port: 53, targetPort: 5353}
+  - {name: dns, protocol: UDP, port: 53, targetPort: 5353}
+  - {name: web, protocol: TCP, port: 80, targetPort: 8080}
+  - {name: rej, protocol: UDP, port: 54, targetPort: 5454}
 ---
 apiVersion: discovery.k8s.io/v1
 kind: EndpointSlice
@@ -41,7 +44,9 @@ metadata:
   labels: {kubernetes.io/service-name: dns}
 addressType: IPv4
 ports:
-- {name: "", protocol: UDP, port: 5353}
+- {name: dns, protocol: UDP, port: 5353}
+- {name: web, protocol: TCP, port: 8080}
+- {name: rej, protocol: UDP, port: 5454}
 endpoints:
 - addresses: [%[2]s]
   nodeName: node2
@@ -96,6 +101,18 @@ const vxlanSrcPort = 40000
 // of its ports (kubenet's pods on one node).
 const bridgedRule = `-A FORWARD -m physdev --physdev-is-bridged -m comment --comment "bridged between pods"`
 
+// podRules are the pods' own rules: pod B rejects TCP port 8080 with a
+// reset and UDP port 5454 with an ICMP port unreachable; pod A counts the
+// RELATED packets it receives, as each node counts those it forwards
+// (relatedRule, first in FORWARD, before kube-proxy's ACCEPT of them).
+var podRules = map[string][]string{
+	"pod-a": {"-A INPUT " + relatedRule},
+	"pod-b": {
+		"-A INPUT -p tcp --dport 8080 -j REJECT --reject-with tcp-reset",
+		"-A INPUT -p udp --dport 5454 -j REJECT",
+	},
+}
+
 // twoNodeModel is the kernel test's network: pod A and pod C on node1's
 // cbr0, pod B on node2's, the nodes' eth0 linked directly, each routing
 // the other's pod CIDR through the other's address.
@@ -124,6 +141,7 @@ func twoNodeModel(t *testing.T, vxlan bool) (*cluster.Network, map[string]string
 		require.NoError(t, err)
 		require.NoError(t, kubeproxy.Install(h, doc))
 		require.NoError(t, h.Exec(bridgedRule))
+		require.NoError(t, h.Exec("-I FORWARD "+relatedRule))
 		for _, r := range vxlanRules {
 			require.NoError(t, h.Exec(r))
 		}
@@ -154,8 +172,16 @@ func twoNodeModel(t *testing.T, vxlan bool) (*cluster.Network, map[string]string
 		{"pod-c", "node1", "veth-c", podC, "10.244.0.1"},
 		{"pod-b", "node2", "veth-b", podB, "10.244.1.1"},
 	} {
-		_, err := n.AddPod(p.name, cluster.Pod{Addr: netip.PrefixFrom(ma(p.addr), 24), Gateway: ma(p.gw)})
+		h, err := n.AddPod(p.name, cluster.Pod{Addr: netip.PrefixFrom(ma(p.addr), 24), Gateway: ma(p.gw)})
 		require.NoError(t, err)
+		for _, r := range podRules[p.name] {
+			require.NoError(t, h.Exec(r))
+		}
+		if len(podRules[p.name]) > 0 {
+			var save strings.Builder
+			require.NoError(t, h.Ruleset(netfilter.IPv4).Save(&save, netfilter.SaveOptions{}))
+			docs[p.name] = save.String()
+		}
 		require.NoError(t, n.AddBridgePort(p.node, "cbr0", p.port))
 		require.NoError(t, n.Link(cluster.Port{Device: p.node, Iface: p.port}, cluster.Port{Device: p.name, Iface: "eth0"}))
 	}
@@ -235,12 +261,18 @@ func newLab(t *testing.T, docs map[string]string, vxlan bool) *lab {
 		ns := l.ns[name]
 		require.NoError(t, ns.Sysctl("net.ipv4.ip_forward", "1"))
 		require.NoError(t, ns.Sysctl("net.bridge.bridge-nf-call-iptables", "1"))
-		require.NoError(t, ns.Restore(docs[name]))
+	}
+	for name, doc := range docs {
+		require.NoError(t, l.ns[name].Restore(doc))
 	}
 	// Let the links settle, then count from zero.
 	time.Sleep(500 * time.Millisecond)
-	for _, name := range []string{"node1", "node2"} {
-		for _, table := range []string{"filter", "nat", "mangle"} {
+	for name := range docs {
+		tables := []string{"filter", "nat", "mangle"}
+		if !strings.HasPrefix(name, "node") {
+			tables = tables[:1]
+		}
+		for _, table := range tables {
 			_, err := l.ns[name].IPTables("-t", table, "-Z")
 			require.NoError(t, err)
 		}
@@ -466,4 +498,139 @@ func tableSave(save string, table netfilter.TableID) string {
 	}
 	end := strings.Index(save[start:], "COMMIT\n")
 	return save[start : start+end+len("COMMIT\n")]
+}
+
+// rejectedProgram runs in pod A: it connects to the ClusterIP's TCP port
+// 80 from port 40001 and sends a datagram to its UDP port 54 from port
+// 40002 (pod B rejects both), expects each to be refused, and prints the
+// IPv4 packets eth0 received meanwhile: for TCP the addresses, ports,
+// flags and TTL; for ICMP the addresses, type, code, TTL and the header
+// it quotes.
+const rejectedProgram = `
+import socket, struct, sys
+ip = sys.argv[1]
+cap = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0800))
+cap.bind(("eth0", 0x0800))
+t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+t.bind(("0.0.0.0", 40001))
+t.settimeout(3)
+try:
+    t.connect((ip, 80)); print("tcp connected")
+except ConnectionRefusedError:
+    pass
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("0.0.0.0", 40002))
+u.settimeout(3)
+u.connect((ip, 54))
+u.send(b"")
+try:
+    u.recv(10); print("udp answered")
+except ConnectionRefusedError:
+    pass
+cap.setblocking(False)
+def addr(b): return socket.inet_ntoa(b)
+while True:
+    try:
+        pkt, a = cap.recvfrom(2048)
+    except BlockingIOError:
+        break
+    if a[2] == 4:  # PACKET_OUTGOING
+        continue
+    hl = (pkt[0] & 15) * 4
+    ttl, proto, src, dst = pkt[8], pkt[9], addr(pkt[12:16]), addr(pkt[16:20])
+    l4 = pkt[hl:]
+    if proto == 6:
+        sp, dp = struct.unpack("!HH", l4[:4])
+        fl = l4[13]
+        print("tcp %s:%d→%s:%d flags %#x ttl %d len %d" % (src, sp, dst, dp, fl, ttl, len(pkt)))
+    elif proto == 1:
+        q = l4[8:]
+        qhl = (q[0] & 15) * 4
+        qsp, qdp = struct.unpack("!HH", q[qhl:qhl+4])
+        print("icmp %s→%s %d/%d ttl %d len %d [%d %s:%d→%s:%d]" % (src, dst, l4[0], l4[1], ttl, len(pkt), q[9], addr(q[12:16]), qsp, addr(q[16:20]), qdp))
+`
+
+// received is what rejectedProgram prints of packet p.
+func received(p netfilter.Packet) string {
+	if p.Proto == inet.TCP {
+		return fmt.Sprintf("tcp %s:%d→%s:%d flags %#x ttl %d len %d", p.Src, p.SrcPort, p.Dst, p.DstPort, uint8(p.TCPFlags), p.TTL, p.Length)
+	}
+	in := p.Inner
+	return fmt.Sprintf("icmp %s→%s %d/%d ttl %d len %d [%d %s:%d→%s:%d]", p.Src, p.Dst, p.ICMPType, p.ICMPCode, p.TTL, p.Length, in.Proto, in.Src, in.SrcPort, in.Dst, in.DstPort)
+}
+
+// TestKernelEmitted follows, in namespaces and in the model, what pod B on
+// node2 answers when it rejects pod A's connections through a ClusterIP
+// (pod A on node1): a TCP reset, and an ICMP port unreachable for a
+// datagram. Each walks back pod B → node2 → node1 → pod A; node1's
+// conntrack turns the reset's source back into the ClusterIP, and relates
+// the ICMP error to the datagram's connection (as node2 and pod A do),
+// translating its source and the quoted destination. Compared: what pod
+// A receives (addresses, ports, flags, TTL, length, the quoted header),
+// each node's conntrack entries, and the rules' counters of the nodes
+// and the pods.
+func TestKernelEmitted(t *testing.T) {
+	kerneltest.Require(t)
+	n, docs := twoNodeModel(t, false)
+	l := newLab(t, docs, false)
+
+	syn := netfilter.TCP(netip.MustParseAddrPort(podA+":40001"), netip.MustParseAddrPort(clusterIP+":80"), inet.SYN)
+	syn.Length, syn.TCPHeaderLen = 60, 40 // Linux's SYN options: MSS, SACK, timestamps, window scale
+	udp := netfilter.UDP(netip.MustParseAddrPort(podA+":40002"), netip.MustParseAddrPort(clusterIP+":54"))
+	var want []string
+	for _, p := range []netfilter.Packet{syn, udp} {
+		w, err := n.Send("pod-a", p)
+		require.NoError(t, err)
+		require.Equal(t, cluster.Dropped, w.Fate, route(w))
+		require.Equal(t, "pod-b", w.Last().Device, route(w))
+		require.Len(t, w.Emitted, 1)
+		e := w.Emitted[0]
+		require.Equal(t, cluster.Delivered, e.Fate, route(e))
+		require.Equal(t, []string{"pod-b", "node2", "node1", "pod-a"}, devices(e))
+		want = append(want, received(e.Last().Packet))
+	}
+	// What the model says pod A receives, written out: the reset from
+	// the ClusterIP, the error from it quoting the datagram as pod A
+	// sent it.
+	assert.Equal(t, []string{
+		"tcp 10.0.0.10:80→10.244.0.5:40001 flags 0x14 ttl 62 len 40",
+		"icmp 10.0.0.10→10.244.0.5 3/3 ttl 62 len 56 [17 10.244.0.5:40002→10.0.0.10:54]",
+	}, want)
+
+	out, stderr, err := l.ns["pod-a"].Exec(rejectedProgram, "python3", "-", clusterIP)
+	require.NoError(t, err, stderr)
+	assert.Equal(t, want, strings.Split(strings.TrimSpace(out), "\n"), "what pod A received")
+
+	for _, name := range []string{"node1", "node2", "pod-a", "pod-b"} {
+		h := n.Host(name)
+		ns := l.ns[name]
+		if strings.HasPrefix(name, "node") {
+			kct, _, err := ns.Exec("", "conntrack", "-L")
+			require.NoError(t, err)
+			var sim strings.Builder
+			for _, e := range h.Conntrack().Entries() {
+				sim.Write(e.AppendText(nil, h.Clock().Now(), conntrack.Format{}))
+				sim.WriteString("\n")
+			}
+			assert.Equal(t, conntrackLines(kct), conntrackLines(sim.String()), "%s: conntrack -L", name)
+			t.Logf("%s conntrack:\n%s", name, kct)
+		}
+		tables := map[string]netfilter.TableID{"filter": netfilter.Filter, "nat": netfilter.NAT}
+		if !strings.HasPrefix(name, "node") {
+			delete(tables, "nat")
+		}
+		for table, tid := range tables {
+			ks, err := ns.Save("-c", "-t", table)
+			require.NoError(t, err)
+			ms := h.Ruleset(netfilter.IPv4).AppendSave(nil, netfilter.SaveOptions{Counters: true})
+			assert.Equal(t, ks, tableSave(string(ms), tid), "%s: iptables-save -c -t %s", name, table)
+		}
+	}
+	// The counters compared are not zero: node1 and node2 forwarded the
+	// ICMP error (56 bytes) as RELATED, and pod A received it so.
+	for _, name := range []string{"node1", "node2", "pod-a"} {
+		save := string(n.Host(name).Ruleset(netfilter.IPv4).AppendSave(nil, netfilter.SaveOptions{Counters: true}))
+		assert.Contains(t, save, "[1:56] -A ", name)
+		assert.Regexp(t, `\[1:56\] -A (FORWARD|INPUT) -m conntrack --ctstate RELATED -m comment --comment related`, save, name)
+	}
 }

@@ -69,6 +69,17 @@ type Walk struct {
 	// deciding rule of the host that dropped it, or what a device could
 	// not do.
 	Reason string
+	// Emitted are the walks of the packets hosts generated while this
+	// walk crossed them (a REJECT's TCP reset or ICMP port unreachable,
+	// an ICMP time exceeded, the ICMP error of an unreachable route), in
+	// the order of the hops' Result.Emitted. Each starts at the host that
+	// sent it, with the packet as it left (its OUTPUT and POSTROUTING
+	// already crossed), and crosses every device's connection state on
+	// its way: each host's conntrack relates an ICMP error to the
+	// connection it quotes and translates the quoted header, as the load
+	// balancers and gateways do. A walk walked by Explain leaves them
+	// nil (the hops' Result.Emitted still hold the packets).
+	Emitted []Walk
 }
 
 // Last returns the walk's last hop (the zero Hop for an empty walk).
@@ -165,8 +176,96 @@ func wire(p netfilter.Packet) netfilter.Packet {
 	return p
 }
 
-// walk follows t until the walk ends, taking one branch at each device.
+// maxEmitDepth bounds the generations of emitted packets a walk follows:
+// the kernel answers no ICMP error with another and no reset with a
+// reset, so a reset answered by a time exceeded is the deepest there is.
+const maxEmitDepth = 4
+
+// walk follows t until the walk ends, taking one branch at each device,
+// then the packets the hosts emitted on the way.
 func (n *Network) walk(t transit) (Walk, error) {
+	w, err := n.follow(t)
+	if err != nil {
+		return w, err
+	}
+	return w, n.followEmitted(&w, 0)
+}
+
+// followEmitted walks the packets w's hosts emitted, and theirs.
+func (n *Network) followEmitted(w *Walk, depth int) error {
+	for _, h := range w.Hops {
+		if h.Kind != KindHost || len(h.Result.Emitted) == 0 {
+			continue
+		}
+		if depth >= maxEmitDepth {
+			return fmt.Errorf("%w: packets emitted in answer to emitted packets, %d deep (at %s)", ErrLoop, depth, h.Device)
+		}
+		d := n.devices[h.Device].(*hostDev)
+		for _, e := range h.Result.Emitted {
+			ew, err := n.emitted(d, e)
+			if err == nil {
+				err = n.followEmitted(&ew, depth+1)
+			}
+			w.Emitted = append(w.Emitted, ew)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// emitted follows packet e that host d generated (Result.Emitted): from
+// the host, as it left there, or delivered back to the host through lo.
+func (n *Network) emitted(d *hostDev, e netfilter.Packet) (Walk, error) {
+	note := "emitted: " + describeEmitted(e)
+	hop := Hop{Device: d.name, Kind: KindHost, Packet: e, Note: note,
+		Result: netfilter.Result{Verdict: netfilter.VerdictAccept, Disposition: netfilter.Sent, Packet: e}}
+	if e.In == "lo" {
+		hop.In = "lo"
+		hop.Result.Disposition = netfilter.Delivered
+		return Walk{Hops: []Hop{hop}, Fate: Delivered}, nil
+	}
+	// The host routed the packet without telling the way: look it up
+	// again as the kernel routes its own replies, with their source and
+	// mark 0 (ip rules from a pod's address apply), from the header as
+	// it left.
+	e.Mark = 0
+	if rt, ok := d.h.LookupLocal(e); ok {
+		hop.Result.Via = rt.Gateway
+	}
+	t := transit{at: Port{Device: d.name}, pkt: e, local: true, note: note}
+	b, err := n.afterHost(d, t, hop.Result)
+	if err != nil {
+		return Walk{Hops: []Hop{hop}}, err
+	}
+	w := Walk{Hops: []Hop{b.hop}}
+	if b.next == nil {
+		w.Fate, w.Reason = b.fate, b.why
+		return w, nil
+	}
+	rest, err := n.follow(*b.next)
+	w.Hops = append(w.Hops, rest.Hops...)
+	w.Fate, w.Reason = rest.Fate, rest.Reason
+	return w, err
+}
+
+// describeEmitted names a generated packet: a reset, or an ICMP error and
+// the packet it quotes.
+func describeEmitted(e netfilter.Packet) string {
+	if e.Proto == inet.TCP {
+		return "TCP reset " + addrs(e)
+	}
+	s := fmt.Sprintf("%s type %d code %d %s → %s", e.Proto, e.ICMPType, e.ICMPCode, e.Src, e.Dst)
+	if e.Inner.Proto != 0 {
+		in := netfilter.Packet{Proto: e.Inner.Proto, Src: e.Inner.Src, Dst: e.Inner.Dst, SrcPort: e.Inner.SrcPort, DstPort: e.Inner.DstPort}
+		s += " quoting " + addrs(in)
+	}
+	return s
+}
+
+// follow follows t until the walk ends, taking one branch at each device.
+func (n *Network) follow(t transit) (Walk, error) {
 	var w Walk
 	for {
 		if len(w.Hops) >= n.cfg.MaxHops {
@@ -299,13 +398,11 @@ func (n *Network) afterHost(d *hostDev, t transit, r netfilter.Result) (branch, 
 	}
 	next := t.next
 	if r.Packet.PhysOut == "" || p.Dst != t.pkt.Dst {
-		rt, ok := d.h.Lookup(p.Dst)
-		if !ok {
-			return b, fmt.Errorf("host %s: no route to %s for a packet it forwarded", d.name, p.Dst)
-		}
+		// The neighbour the host's routing decision chose (its ip rules
+		// included): the route's gateway, or the destination on link.
 		next = p.Dst
-		if rt.Gateway.IsValid() {
-			next = rt.Gateway
+		if r.Via.IsValid() {
+			next = r.Via
 		}
 	}
 	if tun, ok := d.tunnels[p.Out]; ok {
@@ -453,7 +550,7 @@ func (n *Network) routerStep(r *Router, t transit) ([]branch, error) {
 			continue
 		}
 		if lb, ok := n.devices[peer.Device].(*LoadBalancer); ok {
-			if _, ok := lb.back[tupleOf(t.pkt)]; ok {
+			if _, ok := lb.back[replyKey(t.pkt)]; ok {
 				hop.Note = "reply of a connection of load balancer " + lb.name
 				b, err := n.forwardTo(hop, r.name, p.name, netip.Addr{}, t.pkt, t.inner, true)
 				return []branch{b}, err
@@ -499,18 +596,60 @@ func tupleOf(p netfilter.Packet) flowKey {
 	return flowKey{proto: p.Proto, src: netip.AddrPortFrom(p.Src, p.SrcPort), dst: netip.AddrPortFrom(p.Dst, p.DstPort)}
 }
 
+// isICMPError reports whether p is an ICMP error quoting a header
+// (destination unreachable, source quench, redirect, time exceeded,
+// parameter problem; for ICMPv6 types 1 to 4).
+func isICMPError(p netfilter.Packet) bool {
+	if p.Inner.Proto == 0 {
+		return false
+	}
+	switch p.Proto {
+	case inet.ICMP:
+		switch p.ICMPType {
+		case 3, 4, 5, 11, 12:
+			return true
+		}
+	case inet.ICMPv6:
+		return p.ICMPType >= 1 && p.ICMPType <= 4
+	}
+	return false
+}
+
+// replyKey is the tuple of the connection's reply direction p belongs to:
+// its own, or for an ICMP error the reverse of the header it quotes (the
+// error answers a packet of the connection going the other way).
+func replyKey(p netfilter.Packet) flowKey {
+	if isICMPError(p) {
+		in := p.Inner
+		return flowKey{proto: in.Proto, src: netip.AddrPortFrom(in.Dst, in.DstPort), dst: netip.AddrPortFrom(in.Src, in.SrcPort)}
+	}
+	return tupleOf(p)
+}
+
 // lbStep balances a packet on the frontend, or translates a reply back.
 func (n *Network) lbStep(lb *LoadBalancer, t transit, explain bool) ([]branch, error) {
 	hop := Hop{Device: lb.name, Kind: KindLoadBalancer, In: t.at.Iface, Packet: t.pkt}
 	k := tupleOf(t.pkt)
 	if t.at.Iface == "backend" {
-		f, ok := lb.back[k]
+		f, ok := lb.back[replyKey(t.pkt)]
 		if !ok {
 			return []branch{dropAt(hop, fmt.Sprintf("load balancer %s: %s is no reply of its connections", lb.name, addrs(t.pkt)))}, nil
 		}
 		p := t.pkt
-		p.Src, p.SrcPort = f.front.Addr(), f.front.Port()
-		hop.Note = fmt.Sprintf("reply from backend %s, source back to %s", lb.rules[f.rule].Backends[f.backend].Name, f.front)
+		be := lb.rules[f.rule].Backends[f.backend].Name
+		if isICMPError(p) {
+			// An error about a packet the load balancer sent the backend:
+			// the quoted destination goes back to the frontend, and so
+			// does the error's source when the backend answered for it.
+			if p.Src == p.Inner.Dst {
+				p.Src = f.front.Addr()
+			}
+			p.Inner.Dst, p.Inner.DstPort = f.front.Addr(), f.front.Port()
+			hop.Note = fmt.Sprintf("ICMP error from backend %s, quoted destination back to %s", be, f.front)
+		} else {
+			p.Src, p.SrcPort = f.front.Addr(), f.front.Port()
+			hop.Note = fmt.Sprintf("reply from backend %s, source back to %s", be, f.front)
+		}
 		b, err := n.forwardTo(hop, lb.name, "frontend", netip.Addr{}, p, t.inner, true)
 		return []branch{b}, err
 	}
@@ -579,12 +718,20 @@ func (n *Network) gatewayStep(g *Gateway, t transit, explain bool) ([]branch, er
 		return []branch{b}, err
 	}
 	if p.Dst == g.public {
-		inside, ok := g.in[tupleOf(p)]
+		inside, ok := g.in[replyKey(p)]
 		if !ok {
 			return []branch{dropAt(hop, fmt.Sprintf("gateway %s: %s belongs to no connection", g.name, addrs(p)))}, nil
 		}
-		hop.Note = fmt.Sprintf("reply: destination back to %s", inside)
-		p.Dst, p.DstPort = inside.Addr(), inside.Port()
+		if isICMPError(p) {
+			// An error about a packet the gateway translated: its
+			// destination and the quoted source go back inside.
+			hop.Note = fmt.Sprintf("ICMP error: destination back to %s, quoted source back to %s", inside.Addr(), inside)
+			p.Dst = inside.Addr()
+			p.Inner.Src, p.Inner.SrcPort = inside.Addr(), inside.Port()
+		} else {
+			hop.Note = fmt.Sprintf("reply: destination back to %s", inside)
+			p.Dst, p.DstPort = inside.Addr(), inside.Port()
+		}
 	}
 	b, err := n.forwardTo(hop, g.name, "inside", netip.Addr{}, p, t.inner, false)
 	return []branch{b}, err

@@ -107,7 +107,7 @@ func (h *Host) bridgedWalk(w *walk, in BridgeIn) {
 	w.cur, w.notrack, w.loopback, w.attached, w.tracing = conntrack.Info{}, false, false, false, h.Tracing || h.explaining
 	res := w.res
 	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, NoReason, nil, nil, nil
-	res.Emitted = res.Emitted[:0]
+	res.Emitted, res.Via = res.Emitted[:0], netip.Addr{}
 	h.walkBridged(w, in)
 	w.where.writeStep(&res.Where)
 	if e := w.cur.Entry; e != nil && e.Confirmed() {
@@ -128,7 +128,7 @@ func (h *Host) walkBridged(w *walk, in BridgeIn) {
 	if !h.runHook(w, Prerouting) {
 		return
 	}
-	next := in.Next
+	next, via := in.Next, netip.Addr{}
 	if p.Dst != dst {
 		// DNAT: the frame is routed again (br_nf_pre_routing_finish).
 		k := inputFlow(p)
@@ -145,9 +145,9 @@ func (h *Host) walkBridged(w *walk, in BridgeIn) {
 			h.forwardRouted(w, d)
 			return
 		}
-		next = p.Dst
-		if out.Gateway.IsValid() {
-			next = out.Gateway
+		next, via = p.Dst, out.Gateway
+		if via.IsValid() {
+			next = via
 		}
 	}
 	port, ok := "", false
@@ -166,7 +166,7 @@ func (h *Host) walkBridged(w *walk, in BridgeIn) {
 	if !h.runHook(w, Postrouting) {
 		return
 	}
-	res.Disposition = Forwarded
+	res.Disposition, res.Via = Forwarded, via
 }
 
 // Lookup returns the route the host takes to dst, as `ip route get` would
@@ -179,6 +179,25 @@ func (h *Host) Lookup(dst netip.Addr) (Route, bool) {
 		return Route{}, false
 	}
 	out := *r
+	if out.Type == RouteLocal && out.Iface == "" {
+		out.Iface = "lo"
+	}
+	return out, true
+}
+
+// LookupLocal returns the route the host takes for p as a packet it sends
+// itself, as `ip route get DST from SRC mark MARK ipproto P sport S dport
+// D uid U` would: the ip rules see its source (when valid), mark, TOS,
+// protocol, ports and UID, with iif lo. It reports false when the lookup
+// fails (no route, or a blackhole, unreachable or prohibit route or
+// rule).
+func (h *Host) LookupLocal(p Packet) (Route, bool) {
+	k := localFlow(&p, p.Src.IsValid())
+	d := h.lookup(&k)
+	if d.reason != NoReason || d.r == nil {
+		return Route{}, false
+	}
+	out := *d.r
 	if out.Type == RouteLocal && out.Iface == "" {
 		out.Iface = "lo"
 	}

@@ -423,7 +423,7 @@ func (h *Host) admit(p *Packet, iface string) error {
 // refuse writes the result of a packet the host refused to walk.
 func refuse(res *Result, err error) {
 	res.Verdict, res.Disposition, res.Reason, res.Err = VerdictRefused, Refused, ReasonRefused, err
-	res.Where, res.Emitted, res.Trace, res.Conn = Step{}, nil, nil, nil
+	res.Where, res.Emitted, res.Trace, res.Conn, res.Via = Step{}, nil, nil, nil, netip.Addr{}
 }
 
 // walk sends w.res.Packet through the host and writes what happened into
@@ -436,6 +436,7 @@ func (h *Host) walk(w *walk, local bool) {
 	w.routes, w.hasOut = w.routes[:0], false
 	res := w.res
 	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, NoReason, nil, nil, nil
+	res.Via = netip.Addr{}
 	res.Emitted = res.Emitted[:0]
 	p := w.pkt
 	if p.FragOffset != 0 && h.defragging(p.Family) {
@@ -504,7 +505,7 @@ func (h *Host) walkHooks(w *walk, local bool) {
 			res.Disposition = Delivered
 			return
 		}
-		res.Disposition = Sent
+		res.Disposition, res.Via = Sent, w.out.r.Gateway
 		return
 	}
 	if !h.runHook(w, Prerouting) {
@@ -584,7 +585,7 @@ func (h *Host) forwardRouted(w *walk, d decision) {
 	if !h.runHook(w, Postrouting) {
 		return
 	}
-	res.Disposition = Forwarded
+	res.Disposition, res.Via = Forwarded, out.Gateway
 }
 
 // sendEmitted sends a packet netfilter generated while walking w (a REJECT

@@ -158,6 +158,12 @@ type Result struct {
 	// Conn is the packet's connection after the packet, or nil when the
 	// packet was not tracked (no rule needs conntrack, NOTRACK, INVALID).
 	Conn *conntrack.Entry
+	// Via is the gateway of the route a Sent or Forwarded packet left by
+	// (the neighbour it goes to, as the routing decision chose it, ip
+	// rules included); it is invalid when the destination is on link,
+	// for a frame bridged without a routing decision, and for every other
+	// disposition.
+	Via netip.Addr
 	// Err is why the host refused the packet without walking it, with
 	// Verdict VerdictRefused and Disposition Refused: a *PacketError
 	// wrapping ErrUnknownInterface or ErrBadPacket. It is nil for every
