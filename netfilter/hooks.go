@@ -269,7 +269,10 @@ func (h *Host) validSource(p *Packet, oif string) Reason {
 		k.mark = p.Mark
 	}
 	d := h.lookup(&k)
-	if d.r == nil {
+	if d.reason != NoReason {
+		// No way back, or a blackhole, unreachable or prohibit one (the
+		// lookup fails): dropped under rp_filter, even loose, accepted
+		// without.
 		if rpf != 0 {
 			return ReasonReversePath
 		}
@@ -282,7 +285,7 @@ func (h *Host) validSource(p *Packet, oif string) Reason {
 			return ReasonMartianSource
 		}
 	default:
-		return ReasonReversePath // a blackhole, unreachable or prohibit route back fails even loose mode
+		return ReasonMartianSource // a broadcast route back
 	}
 	if d.r.Iface == p.In || rpf != 1 || d.r.Type == RouteLocal && h.ifaceHolds(p.In, p.Src) {
 		return NoReason

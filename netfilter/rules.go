@@ -362,7 +362,9 @@ func (h *Host) lookup(k *flow) decision {
 		if d.r == nil || d.r.Type == RouteThrow {
 			continue
 		}
-		if r.HasSuppress && d.dst.Bits() <= r.SuppressLen {
+		// A blackhole, unreachable or prohibit route ends the lookup as
+		// the error it is: only a route found is suppressed.
+		if r.HasSuppress && routeFailure(d.r) == NoReason && d.dst.Bits() <= r.SuppressLen {
 			continue
 		}
 		d.rule = int32(r.Priority)

@@ -341,3 +341,17 @@ func TestPolicyRoutingAllocs(t *testing.T) {
 	require.Equal(t, Forwarded, h.Receive("eth1", p).Disposition)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Receive("eth1", p) }))
 }
+
+// suppress_prefixlength skips only routes found: a blackhole,
+// unreachable or prohibit route ends the lookup with its error.
+func TestRouteSuppressKeepsErrors(t *testing.T) {
+	h := policyHost(t, HostConfig{})
+	require.NoError(t, h.AddRoute(Route{Dst: pfx("0.0.0.0/0"), Type: RouteUnreachable, Table: 100}))
+	require.NoError(t, h.AddRule(RouteRule{Family: IPv4, Priority: 10, Table: 100, HasSuppress: true}))
+	res := sendOut(h, Packet{Dst: adr("8.8.8.8")})
+	assert.Equal(t, ReasonUnreachable, res.Reason)
+	h = policyHost(t, HostConfig{})
+	require.NoError(t, h.AddRoute(Route{Dst: pfx("0.0.0.0/0"), Iface: "wg0", Table: 100}))
+	require.NoError(t, h.AddRule(RouteRule{Family: IPv4, Priority: 10, Table: 100, HasSuppress: true}))
+	assert.Equal(t, "eth0", sendOut(h, Packet{Dst: adr("8.8.8.8")}).Packet.Out)
+}

@@ -3,9 +3,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packetwalk/packetwalk/inet"
 	"github.com/packetwalk/packetwalk/internal/kerneltest"
@@ -204,151 +208,132 @@ func TestKernelPolicyRouting(t *testing.T) {
 	}
 	divergences := 0
 	for _, tc := range policyCases {
-		t.Run(tc.name, func(t *testing.T) {
-			tc.defaults()
-			require.NoError(t, lab.Reset(policyRulesFilter(tc.mangle, tc.forward)))
-			for _, c := range tc.ip {
-				require.NoError(t, ipExec(c))
-			}
-			for _, kv := range tc.sysctls {
-				k, v, _ := strings.Cut(kv, "=")
-				require.NoError(t, nodeNS.Sysctl(k, v))
-			}
-			t.Cleanup(func() { policyUndo(t, nodeNS, ipExec, tc) })
-			spec := kerneltest.FrameSpec{Proto: tc.proto, Src: netip.MustParseAddr(tc.src), Dst: netip.MustParseAddr(tc.dst),
-				SrcPort: tc.sport, DstPort: tc.dport, TOS: tc.tos, TTL: 64}
-			if tc.proto == "tcp" {
-				spec.TCPFlags, spec.Seq = "SYN", 1
-			}
-			var obs kerneltest.Observation
-			var sendErr error
-			switch {
-			case tc.local:
-				pkt, err := kerneltest.BuildPacket(spec)
-				require.NoError(t, err)
-				sendErr = lab.SendFromNode(pkt)
-				obs, err = lab.Settle()
-				require.NoError(t, err)
-			default:
-				side := kerneltest.Client
-				if tc.server {
-					side = kerneltest.Server
-				}
-				f, err := lab.FrameFrom(side, spec)
-				require.NoError(t, err)
-				require.NoError(t, lab.InjectFrom(side, f))
-				obs, err = lab.Settle()
-				require.NoError(t, err)
-			}
-			kc, err := lab.Counters()
-			require.NoError(t, err)
-			kernel := "dropped"
-			for _, c := range append(obs.Client, obs.Server...) {
-				if c.Summary.Dst == spec.Dst && c.Summary.Src == spec.Src && c.Summary.Proto != 1 {
-					kernel = map[kerneltest.Side]string{kerneltest.Client: "eth0", kerneltest.Server: "eth1"}[c.Side]
-				}
-			}
-			if in, ok := kc.Rule("mangle", "INPUT", 1); ok && in.Packets > 0 {
-				kernel = "local"
-			}
-			// The ICMP error the routing decision sends back, if any.
-			kernelICMP := ""
-			for _, c := range append(obs.Client, obs.Server...) {
-				if c.Summary.Proto == 1 && c.Summary.Inner != nil {
-					kernelICMP = fmt.Sprintf("%s %d/%d from %s", c.Side, c.Summary.ICMPType, c.Summary.ICMPCode, c.Summary.Src)
-				}
-			}
-			t.Logf("kernel: %s (sendto %v); icmp %q; counters %s", kernel, sendErr, kernelICMP, strings.Join(kc.NonZero(), ", "))
-			assert.Equal(t, tc.want, kernel, "the kernel's outcome (the case's expectation)")
-
-			// packetwalk, through the command's own node input.
-			args := []string{"--addr", "eth0=192.168.10.1/24", "--addr", "eth1=10.244.1.1/24", "--rules", "-",
-				"--sysctl", "net.ipv4.conf.all.route_localnet=0"}
-			for _, c := range tc.ip {
-				verb, rest, _ := strings.Cut(c, " add ")
-				switch verb {
-				case "rule":
-					args = append(args, "--ip-rule", rest)
-				case "route":
-					args = append(args, "--ip-route", rest)
-				default:
-					args = nil // "rule del": not a node input flag
-				}
-			}
-			for _, kv := range tc.sysctls {
-				args = append(args, "--sysctl", kv)
-			}
-			var nd *node
-			if args != nil {
-				var ni nodeInput
-				fs := flag.NewFlagSet("test", flag.ContinueOnError)
-				ni.register(fs)
-				require.NoError(t, fs.Parse(args))
-				nd, err = ni.build(strings.NewReader(policyRulesFilter(tc.mangle, tc.forward)))
-				require.NoError(t, err)
-			} else {
-				nd = policyNodeWithoutMain(t, tc)
-			}
-			h := nd.host
-			p := netfilter.Packet{Proto: inet.UDP, Src: spec.Src, Dst: spec.Dst, SrcPort: tc.sport, DstPort: tc.dport, TOS: tc.tos, TTL: 64, Length: 28}
-			if tc.proto == "tcp" {
-				p.Proto, p.TCPFlags, p.Length = inet.TCP, inet.SYN, 40
-			}
-			if tc.unbound {
-				p.Src = netip.Addr{}
-			}
-			var res netfilter.Result
-			switch {
-			case tc.local:
-				res = h.Send(p)
-			case tc.server:
-				res = h.Receive("eth1", p)
-			default:
-				res = h.Receive("eth0", p)
-			}
-			model := "dropped"
-			switch res.Disposition {
-			case netfilter.Forwarded, netfilter.Sent:
-				model = res.Packet.Out
-			case netfilter.Delivered:
-				model = "local"
-			case netfilter.Rejected:
-				model = "dropped"
-			}
-			if res.Disposition == netfilter.Dropped && res.Where.Chain == "INPUT" {
-				model = "local" // delivered, then dropped by filter INPUT
-			}
-			t.Logf("packetwalk: %s %s %q", res.Disposition, res.Verdict, res.Reason)
-			if !assert.Equal(t, kernel, model, "where the packet went: kernel (want) vs packetwalk") {
-				divergences++
-			}
-			modelICMP := ""
-			for _, e := range res.Emitted {
-				if e.Proto == inet.ICMP {
-					side := map[string]string{"eth0": "client", "eth1": "server"}[e.Out]
-					modelICMP = fmt.Sprintf("%s %d/%d from %s", side, e.ICMPType, e.ICMPCode, e.Src)
-				}
-			}
-			if !assert.Equal(t, kernelICMP, modelICMP, "ICMP error sent back: kernel (want) vs packetwalk") {
-				divergences++
-			}
-			if tc.local {
-				assert.Equal(t, sendErr != nil, res.Disposition == netfilter.Dropped && res.Where.Action.Kind == netfilter.ActionRoute, "sendto error")
-			}
-			for _, tbl := range h.Ruleset(netfilter.IPv4).Tables() {
-				for _, ch := range tbl.Chains() {
-					for n, r := range ch.Rules {
-						want, ok := kc.Rule(tbl.ID().String(), ch.Name, n+1)
-						require.True(t, ok, "%s %s rule %d", tbl.ID(), ch.Name, n+1)
-						if !assert.Equal(t, want.Packets, r.Counters.Packets, "%s %s rule %d: kernel (want) vs packetwalk packets", tbl.ID(), ch.Name, n+1) {
-							divergences++
-						}
-					}
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { divergences += runPolicyCase(t, lab, ipExec, tc) })
 	}
 	t.Logf("%d cases, %d divergences", len(policyCases), divergences)
+}
+
+// runPolicyCase runs one case in the lab and in packetwalk and returns
+// the number of differences found (each also a test error).
+func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error, tc policyCase) (divergences int) {
+	tc.defaults()
+	require.NoError(t, lab.Reset(policyRulesFilter(tc.mangle, tc.forward)))
+	for _, c := range tc.ip {
+		require.NoError(t, ipExec(c))
+	}
+	for _, kv := range tc.sysctls {
+		k, v, _ := strings.Cut(kv, "=")
+		require.NoError(t, lab.Node().Sysctl(k, v))
+	}
+	t.Cleanup(func() { policyUndo(t, lab.Node(), ipExec, tc) })
+	spec := kerneltest.FrameSpec{Proto: tc.proto, Src: netip.MustParseAddr(tc.src), Dst: netip.MustParseAddr(tc.dst),
+		SrcPort: tc.sport, DstPort: tc.dport, TOS: tc.tos, TTL: 64}
+	if tc.proto == "tcp" {
+		spec.TCPFlags, spec.Seq = "SYN", 1
+	}
+	var obs kerneltest.Observation
+	var sendErr error
+	switch {
+	case tc.local:
+		pkt, err := kerneltest.BuildPacket(spec)
+		require.NoError(t, err)
+		sendErr = lab.SendFromNode(pkt)
+		obs, err = lab.Settle()
+		require.NoError(t, err)
+	default:
+		side := kerneltest.Client
+		if tc.server {
+			side = kerneltest.Server
+		}
+		f, err := lab.FrameFrom(side, spec)
+		require.NoError(t, err)
+		require.NoError(t, lab.InjectFrom(side, f))
+		obs, err = lab.Settle()
+		require.NoError(t, err)
+	}
+	kc, err := lab.Counters()
+	require.NoError(t, err)
+	kernel := "dropped"
+	for _, c := range append(obs.Client, obs.Server...) {
+		if c.Summary.Dst == spec.Dst && c.Summary.Src == spec.Src && c.Summary.Proto != 1 {
+			kernel = map[kerneltest.Side]string{kerneltest.Client: "eth0", kerneltest.Server: "eth1"}[c.Side]
+		}
+	}
+	if in, ok := kc.Rule("mangle", "INPUT", 1); ok && in.Packets > 0 {
+		kernel = "local"
+	}
+	// The ICMP error the routing decision sends back, if any.
+	kernelICMP := ""
+	for _, c := range append(obs.Client, obs.Server...) {
+		if c.Summary.Proto == 1 && c.Summary.Inner != nil {
+			kernelICMP = fmt.Sprintf("%s %d/%d from %s", c.Side, c.Summary.ICMPType, c.Summary.ICMPCode, c.Summary.Src)
+		}
+	}
+	t.Logf("kernel: %s (sendto %v); icmp %q; counters %s", kernel, sendErr, kernelICMP, strings.Join(kc.NonZero(), ", "))
+	if tc.want != "" {
+		assert.Equal(t, tc.want, kernel, "the kernel's outcome (the case's expectation)")
+	}
+
+	// packetwalk, through the command's own node input.
+	nd := policyModel(t, tc)
+	h := nd.host
+	p := netfilter.Packet{Proto: inet.UDP, Src: spec.Src, Dst: spec.Dst, SrcPort: tc.sport, DstPort: tc.dport, TOS: tc.tos, TTL: 64, Length: 28}
+	if tc.proto == "tcp" {
+		p.Proto, p.TCPFlags, p.Length = inet.TCP, inet.SYN, 40
+	}
+	if tc.unbound {
+		p.Src = netip.Addr{}
+	}
+	var res netfilter.Result
+	switch {
+	case tc.local:
+		res = h.Send(p)
+	case tc.server:
+		res = h.Receive("eth1", p)
+	default:
+		res = h.Receive("eth0", p)
+	}
+	model := "dropped"
+	switch res.Disposition {
+	case netfilter.Forwarded, netfilter.Sent:
+		model = res.Packet.Out
+	case netfilter.Delivered:
+		model = "local"
+	case netfilter.Rejected:
+		model = "dropped"
+	}
+	if res.Disposition == netfilter.Dropped && res.Where.Chain == "INPUT" {
+		model = "local" // delivered, then dropped by filter INPUT
+	}
+	t.Logf("packetwalk: %s %s %q %v", res.Disposition, res.Verdict, res.Reason, res.Err)
+	if !assert.Equal(t, kernel, model, "where the packet went: kernel (want) vs packetwalk") {
+		divergences++
+	}
+	modelICMP := ""
+	for _, e := range res.Emitted {
+		if e.Proto == inet.ICMP {
+			side := map[string]string{"eth0": "client", "eth1": "server"}[e.Out]
+			modelICMP = fmt.Sprintf("%s %d/%d from %s", side, e.ICMPType, e.ICMPCode, e.Src)
+		}
+	}
+	if !assert.Equal(t, kernelICMP, modelICMP, "ICMP error sent back: kernel (want) vs packetwalk") {
+		divergences++
+	}
+	if tc.local {
+		assert.Equal(t, sendErr != nil, res.Disposition == netfilter.Dropped && res.Where.Action.Kind == netfilter.ActionRoute, "sendto error")
+	}
+	for _, tbl := range h.Ruleset(netfilter.IPv4).Tables() {
+		for _, ch := range tbl.Chains() {
+			for n, r := range ch.Rules {
+				want, ok := kc.Rule(tbl.ID().String(), ch.Name, n+1)
+				require.True(t, ok, "%s %s rule %d", tbl.ID(), ch.Name, n+1)
+				if !assert.Equal(t, want.Packets, r.Counters.Packets, "%s %s rule %d: kernel (want) vs packetwalk packets", tbl.ID(), ch.Name, n+1) {
+					divergences++
+				}
+			}
+		}
+	}
+	return divergences
 }
 
 func (tc *policyCase) defaults() {
@@ -370,6 +355,34 @@ func (tc *policyCase) defaults() {
 	if tc.dport == 0 {
 		tc.dport = 53
 	}
+}
+
+// policyModel builds packetwalk's node for a case from the same ip
+// commands, given to --ip-rule and --ip-route.
+func policyModel(t *testing.T, tc policyCase) *node {
+	args := []string{"--addr", "eth0=192.168.10.1/24", "--addr", "eth1=10.244.1.1/24", "--rules", "-",
+		"--sysctl", "net.ipv4.conf.all.route_localnet=0"}
+	for _, c := range tc.ip {
+		verb, rest, _ := strings.Cut(c, " add ")
+		switch verb {
+		case "rule":
+			args = append(args, "--ip-rule", rest)
+		case "route":
+			args = append(args, "--ip-route", rest)
+		default:
+			return policyNodeWithoutMain(t, tc) // "rule del": not a node input flag
+		}
+	}
+	for _, kv := range tc.sysctls {
+		args = append(args, "--sysctl", kv)
+	}
+	var ni nodeInput
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	ni.register(fs)
+	require.NoError(t, fs.Parse(args))
+	nd, err := ni.build(strings.NewReader(policyRulesFilter(tc.mangle, tc.forward)))
+	require.NoError(t, err, "%q", tc.ip)
+	return nd
 }
 
 // policyNodeWithoutMain is the packetwalk node of a case that deletes
@@ -420,4 +433,208 @@ func policyUndo(t *testing.T, node *kerneltest.NS, ipExec func(string) error, tc
 	}
 	out, _, _ := node.Exec("", "ip", "rule")
 	assert.Equal(t, "0:\tfrom all lookup local\n32766:\tfrom all lookup main\n32767:\tfrom all lookup default\n", out, "rules left")
+}
+
+// TestKernelPolicyRandom draws routing layouts and packets at random
+// (rules with random selectors and actions, routes of every type in
+// tables 100 and 101 and main, marks, TOS, rp_filter settings) and runs
+// each through the kernel and packetwalk as TestKernelPolicyRouting does.
+// PACKETWALK_POLICY_SEED replays a run, PACKETWALK_POLICY_CASES sets the
+// number of cases (120).
+func TestKernelPolicyRandom(t *testing.T) {
+	kerneltest.Require(t)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("PACKETWALK_POLICY_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "PACKETWALK_POLICY_SEED")
+		seed = v
+	}
+	n := 120
+	if s := os.Getenv("PACKETWALK_POLICY_CASES"); s != "" {
+		v, err := strconv.Atoi(s)
+		require.NoError(t, err, "PACKETWALK_POLICY_CASES")
+		n = v
+	}
+	t.Logf("PACKETWALK_POLICY_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-prr"})
+	ipExec := func(args string) error {
+		_, stderr, err := lab.Node().Exec("", append([]string{"ip"}, strings.Fields(args)...)...)
+		if err != nil {
+			return fmt.Errorf("ip %s: %v: %s", args, err, stderr)
+		}
+		return nil
+	}
+	divergences := 0
+	for i := range n {
+		tc := genPolicyCase(rng, i)
+		if tc.local {
+			// The raw socket sends the source packetwalk chooses for the
+			// unbound packet.
+			tc.defaults()
+			nd := policyModel(t, tc)
+			p := netfilter.Packet{Proto: inet.UDP, Dst: netip.MustParseAddr(tc.dst), SrcPort: tc.sport, DstPort: tc.dport, TOS: tc.tos, TTL: 64, Length: 28}
+			if tc.proto == "tcp" {
+				p.Proto, p.TCPFlags, p.Length = inet.TCP, inet.SYN, 40
+			}
+			if res := nd.host.Send(p); res.Packet.Src.IsValid() {
+				tc.src = res.Packet.Src.String()
+			}
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Logf("ip: %q sysctls %q mangle %q local %v server %v %s %s>%s:%d tos %#x", tc.ip, tc.sysctls, tc.mangle, tc.local, tc.server, tc.proto, tc.src, tc.dst, tc.dport, tc.tos)
+			divergences += runPolicyCase(t, lab, ipExec, tc)
+		})
+	}
+	t.Logf("%d random cases, %d divergences (PACKETWALK_POLICY_SEED=%d)", n, divergences, seed)
+}
+
+// genPolicyCase draws one case: routes, rules, marks, sysctls and a packet.
+func genPolicyCase(r *rand.Rand, i int) policyCase {
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	tc := policyCase{name: fmt.Sprintf("case%03d", i)}
+	tc.local = r.IntN(4) == 0
+	tc.unbound = tc.local
+	tc.server = !tc.local && r.IntN(4) == 0
+	seen := map[string]bool{}
+	add := func(c string) {
+		if !seen[c] {
+			seen[c] = true
+			tc.ip = append(tc.ip, c)
+		}
+	}
+	if r.IntN(5) > 0 {
+		add(pick("route add default via 10.244.1.5 dev eth1", "route add default via 192.168.10.2 dev eth0"))
+	}
+	// Every unicast route goes through a gateway with a static neighbour
+	// entry (the lab resolves no other address), and one destination,
+	// table and metric hold one route (the kernel refuses a second).
+	dsts := []string{"default", "203.0.113.0/24", "203.0.113.9", "198.51.100.0/24", "10.244.1.0/25", "192.168.10.0/25"}
+	used := map[string]bool{}
+	for _, table := range []string{"100", "101"} {
+		for range r.IntN(3) {
+			dst := dsts[r.IntN(len(dsts))]
+			metric := pick("", "", " metric 10", " metric 20")
+			if used[dst+table+metric] {
+				continue
+			}
+			used[dst+table+metric] = true
+			var c string
+			switch r.IntN(8) {
+			case 0:
+				c = "route add blackhole " + dst
+			case 1:
+				c = "route add unreachable " + dst
+			case 2:
+				c = "route add prohibit " + dst
+			case 3:
+				c = "route add throw " + dst
+			default:
+				c = "route add " + dst + pick(" via 10.244.1.5 dev eth1", " via 192.168.10.2 dev eth0")
+			}
+			add(c + " table " + table + metric)
+		}
+	}
+	if r.IntN(6) == 0 {
+		add("route add " + pick("blackhole", "unreachable", "prohibit") + " " + pick("203.0.113.0/26", "10.0.0.5", "198.51.100.9"))
+	}
+	prios := []int{}
+	for range 1 + r.IntN(3) {
+		var sel []string
+		if r.IntN(3) == 0 {
+			sel = append(sel, "not")
+		}
+		for range 1 + r.IntN(2) {
+			switch r.IntN(11) {
+			case 0:
+				sel = append(sel, "from "+pick("192.168.10.2", "192.168.10.0/24", "10.244.1.0/24", "10.0.0.0/8", "all"))
+			case 1:
+				sel = append(sel, "to "+pick("203.0.113.0/24", "203.0.113.9", "198.51.100.0/24", "10.244.1.5"))
+			case 2:
+				sel = append(sel, "fwmark "+pick("7", "0x10/0xf0", "0x7/0x3", "0x27"))
+			case 3:
+				sel = append(sel, "iif "+pick("eth0", "eth1", "lo"))
+			case 4:
+				sel = append(sel, "tos "+pick("0x04", "0x08", "0x10", "0x18"))
+			case 5:
+				if !tc.local {
+					sel = append(sel, "ipproto "+pick("tcp", "udp"))
+				}
+			case 6:
+				if !tc.local {
+					sel = append(sel, "sport "+pick("40000", "1-39999", "40000-40100"))
+				}
+			case 7:
+				if !tc.local {
+					sel = append(sel, "dport "+pick("53", "80", "50-60"))
+				}
+			case 8:
+				sel = append(sel, "uidrange "+pick("0-0", "1-1000"))
+			case 9:
+				sel = append(sel, "oif "+pick("eth0", "eth1"))
+			default:
+			}
+		}
+		prio := 10 + r.IntN(90)
+		prios = append(prios, prio)
+		var act string
+		switch r.IntN(12) {
+		case 0:
+			act = "blackhole"
+		case 1:
+			act = "unreachable"
+		case 2:
+			act = "prohibit"
+		case 3:
+			act = "nop"
+		case 4:
+			act = fmt.Sprintf("goto %d", prio+1+r.IntN(20))
+		case 5:
+			act = "lookup main suppress_prefixlength " + pick("0", "8", "24")
+		default:
+			act = "lookup " + pick("100", "101", "100", "main") + pick("", "", " suppress_prefixlength 0")
+		}
+		add(fmt.Sprintf("rule add priority %d %s %s", prio, strings.Join(sel, " "), act))
+	}
+	marks := []string{"7", "0x17", "0x27", "0x13"}
+	if r.IntN(2) == 0 {
+		hook := "PREROUTING"
+		if tc.local {
+			hook = "OUTPUT"
+		}
+		tc.mangle = fmt.Sprintf("-A %s -j MARK --set-mark %s\n", hook, marks[r.IntN(len(marks))])
+	}
+	switch r.IntN(6) {
+	case 0:
+		tc.sysctls = append(tc.sysctls, "net.ipv4.conf.all.rp_filter=1")
+	case 1:
+		tc.sysctls = append(tc.sysctls, "net.ipv4.conf.all.rp_filter=2")
+	case 2:
+		tc.sysctls = append(tc.sysctls, "net.ipv4.conf.all.rp_filter=1", "net.ipv4.conf.all.src_valid_mark=1")
+	}
+	if r.IntN(2) == 0 {
+		tc.proto = "tcp"
+	}
+	if !tc.local {
+		// A raw socket's lookup takes the socket's TOS, not the header's.
+		tc.tos = []uint8{0, 0, 0x10, 0x30, 0x08, 0x04}[r.IntN(6)]
+	}
+	tc.dport = []uint16{53, 80, 55}[r.IntN(3)]
+	tc.dst = pick("203.0.113.9", "198.51.100.1", "203.0.113.70")
+	switch {
+	case tc.local:
+	// Sources the lab can answer: a neighbour or behind a gateway.
+	case tc.server:
+		tc.src = pick("10.244.1.5", "198.51.100.9")
+		if r.IntN(3) == 0 {
+			tc.dst = "192.168.10.2"
+		}
+	default:
+		tc.src = pick("192.168.10.2", "192.168.10.2", "10.0.0.5", "198.51.100.9")
+		if r.IntN(3) == 0 {
+			tc.dst = "10.244.1.5"
+		}
+	}
+	tc.want = "" // the kernel decides; only the comparison counts
+	return tc
 }
