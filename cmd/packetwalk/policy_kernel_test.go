@@ -538,7 +538,6 @@ func genPolicyCase(r *rand.Rand, i int) policyCase {
 	if r.IntN(6) == 0 {
 		add("route add " + pick("blackhole", "unreachable", "prohibit") + " " + pick("203.0.113.0/26", "10.0.0.5", "198.51.100.9"))
 	}
-	prios := []int{}
 	for range 1 + r.IntN(3) {
 		var sel []string
 		if r.IntN(3) == 0 {
@@ -576,7 +575,6 @@ func genPolicyCase(r *rand.Rand, i int) policyCase {
 			}
 		}
 		prio := 10 + r.IntN(90)
-		prios = append(prios, prio)
 		var act string
 		switch r.IntN(12) {
 		case 0:
