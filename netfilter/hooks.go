@@ -590,10 +590,16 @@ func (h *Host) walkHooks(w *walk, local bool) {
 // in a walk of its own, so w is left as it was.
 func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	// The reply's lookup has mark 0 (fwmark_reflect is off) and no
-	// socket; its source is already chosen.
+	// socket.
 	r.Mark = 0
 	k := localFlow(&r, true)
 	k.uid = 0
+	if r.Proto.IsICMP() && !h.isLocal(w.pkt.Dst) {
+		// icmp_send looks an error about a packet not addressed to the
+		// host up without a source (rules "from X" do not match it); the
+		// route gives the source.
+		k.src = netip.Addr{}
+	}
 	d := h.lookup(&k)
 	if d.reason != NoReason {
 		return Packet{}, false

@@ -108,8 +108,8 @@ func (h *Host) rejectReply(p *Packet, k rejectKind) (Packet, bool) {
 	}
 	if k != RejectTCPReset && !h.isLocal(p.Dst) {
 		back := h.route(p.Src)
-		if back == nil {
-			return Packet{}, false
+		if routeFailure(back) != NoReason {
+			return Packet{}, false // no way back: icmp_send sends nothing
 		}
 		r.Src = h.sourceFor(back, p.Src)
 		if !r.Src.IsValid() {

@@ -47,6 +47,12 @@ COMMIT
 `
 }
 
+// policyRules6 is policyRulesFilter for ip6tables: ICMPv6 left
+// uncounted.
+func policyRules6(mangle, forward string) string {
+	return strings.ReplaceAll(policyRulesFilter(mangle, forward), "! -p icmp", "! -p ipv6-icmp")
+}
+
 // policyCase is one packet through a node whose routing the case sets up
 // with ip commands ("rule add ...", "route add ..."), given verbatim to
 // both the kernel and packetwalk (--ip-rule, --ip-route).
@@ -64,6 +70,7 @@ type policyCase struct {
 	sport   uint16   // default 40000
 	dport   uint16   // default 53
 	tos     uint8
+	v6      bool // IPv6 addresses; ip commands get -6
 	// unbound sends packetwalk's local packet without a source, which it
 	// then chooses as the kernel does for the raw socket's header: a raw
 	// socket's first lookup has no source, where packetwalk takes a given
@@ -217,15 +224,21 @@ func TestKernelPolicyRouting(t *testing.T) {
 // the number of differences found (each also a test error).
 func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error, tc policyCase) (divergences int) {
 	tc.defaults()
-	require.NoError(t, lab.Reset(policyRulesFilter(tc.mangle, tc.forward)))
+	fam, icmpProto := netfilter.IPv4, uint8(1)
+	if tc.v6 {
+		fam, icmpProto = netfilter.IPv6, 58
+		require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv4: policyRulesFilter("", ""), IPv6: policyRules6(tc.mangle, tc.forward)}))
+	} else {
+		require.NoError(t, lab.Reset(policyRulesFilter(tc.mangle, tc.forward)))
+	}
 	for _, c := range tc.ip {
-		require.NoError(t, ipExec(c))
+		require.NoError(t, ipExec(tc.ipFamily()+c))
 	}
 	for _, kv := range tc.sysctls {
 		k, v, _ := strings.Cut(kv, "=")
 		require.NoError(t, lab.Node().Sysctl(k, v))
 	}
-	t.Cleanup(func() { policyUndo(t, lab.Node(), ipExec, tc) })
+	t.Cleanup(func() { policyUndo(t, lab.Node(), func(c string) error { return ipExec(tc.ipFamily() + c) }, tc) })
 	spec := kerneltest.FrameSpec{Proto: tc.proto, Src: netip.MustParseAddr(tc.src), Dst: netip.MustParseAddr(tc.dst),
 		SrcPort: tc.sport, DstPort: tc.dport, TOS: tc.tos, TTL: 64}
 	if tc.proto == "tcp" {
@@ -251,11 +264,17 @@ func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error,
 		obs, err = lab.Settle()
 		require.NoError(t, err)
 	}
-	kc, err := lab.Counters()
+	var kc kerneltest.Counters
+	var err error
+	if tc.v6 {
+		kc, err = lab.Counters6()
+	} else {
+		kc, err = lab.Counters()
+	}
 	require.NoError(t, err)
 	kernel := "dropped"
 	for _, c := range append(obs.Client, obs.Server...) {
-		if c.Summary.Dst == spec.Dst && c.Summary.Src == spec.Src && c.Summary.Proto != 1 {
+		if c.Summary.Dst == spec.Dst && c.Summary.Src == spec.Src && c.Summary.Proto != icmpProto {
 			kernel = map[kerneltest.Side]string{kerneltest.Client: "eth0", kerneltest.Server: "eth1"}[c.Side]
 		}
 	}
@@ -265,7 +284,7 @@ func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error,
 	// The ICMP error the routing decision sends back, if any.
 	kernelICMP := ""
 	for _, c := range append(obs.Client, obs.Server...) {
-		if c.Summary.Proto == 1 && c.Summary.Inner != nil {
+		if c.Summary.Proto == icmpProto && c.Summary.Inner != nil {
 			kernelICMP = fmt.Sprintf("%s %d/%d from %s", c.Side, c.Summary.ICMPType, c.Summary.ICMPCode, c.Summary.Src)
 		}
 	}
@@ -277,9 +296,12 @@ func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error,
 	// packetwalk, through the command's own node input.
 	nd := policyModel(t, tc)
 	h := nd.host
-	p := netfilter.Packet{Proto: inet.UDP, Src: spec.Src, Dst: spec.Dst, SrcPort: tc.sport, DstPort: tc.dport, TOS: tc.tos, TTL: 64, Length: 28}
+	p := netfilter.Packet{Family: fam, Proto: inet.UDP, Src: spec.Src, Dst: spec.Dst, SrcPort: tc.sport, DstPort: tc.dport, TOS: tc.tos, TTL: 64, Length: 28}
 	if tc.proto == "tcp" {
 		p.Proto, p.TCPFlags, p.Length = inet.TCP, inet.SYN, 40
+	}
+	if tc.v6 {
+		p.Length += 20
 	}
 	if tc.unbound {
 		p.Src = netip.Addr{}
@@ -311,7 +333,7 @@ func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error,
 	}
 	modelICMP := ""
 	for _, e := range res.Emitted {
-		if e.Proto == inet.ICMP {
+		if e.Proto == inet.ICMP || e.Proto == inet.ICMPv6 {
 			side := map[string]string{"eth0": "client", "eth1": "server"}[e.Out]
 			modelICMP = fmt.Sprintf("%s %d/%d from %s", side, e.ICMPType, e.ICMPCode, e.Src)
 		}
@@ -322,7 +344,7 @@ func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error,
 	if tc.local {
 		assert.Equal(t, sendErr != nil, res.Disposition == netfilter.Dropped && res.Where.Action.Kind == netfilter.ActionRoute, "sendto error")
 	}
-	for _, tbl := range h.Ruleset(netfilter.IPv4).Tables() {
+	for _, tbl := range h.Ruleset(fam).Tables() {
 		for _, ch := range tbl.Chains() {
 			for n, r := range ch.Rules {
 				want, ok := kc.Rule(tbl.ID().String(), ch.Name, n+1)
@@ -339,6 +361,17 @@ func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error,
 func (tc *policyCase) defaults() {
 	if tc.proto == "" {
 		tc.proto = "udp"
+	}
+	if tc.v6 {
+		if tc.src == "" {
+			tc.src = "fd00:10::2"
+			if tc.local {
+				tc.src = "fd00:244::1"
+			}
+		}
+		if tc.dst == "" {
+			tc.dst = "2001:db8::9"
+		}
 	}
 	if tc.src == "" {
 		tc.src = "192.168.10.2"
@@ -357,18 +390,29 @@ func (tc *policyCase) defaults() {
 	}
 }
 
+// ipFamily is the ip option of the case's family ("-6 " or "").
+func (tc *policyCase) ipFamily() string {
+	if tc.v6 {
+		return "-6 "
+	}
+	return ""
+}
+
 // policyModel builds packetwalk's node for a case from the same ip
 // commands, given to --ip-rule and --ip-route.
 func policyModel(t *testing.T, tc policyCase) *node {
 	args := []string{"--addr", "eth0=192.168.10.1/24", "--addr", "eth1=10.244.1.1/24", "--rules", "-",
 		"--sysctl", "net.ipv4.conf.all.route_localnet=0"}
+	if tc.v6 {
+		args = []string{"--addr", "eth0=fd00:10::1/64", "--addr", "eth1=fd00:244::1/64", "--rules6", "-"}
+	}
 	for _, c := range tc.ip {
 		verb, rest, _ := strings.Cut(c, " add ")
 		switch verb {
 		case "rule":
-			args = append(args, "--ip-rule", rest)
+			args = append(args, "--ip-rule", tc.ipFamily()+rest)
 		case "route":
-			args = append(args, "--ip-route", rest)
+			args = append(args, "--ip-route", tc.ipFamily()+rest)
 		default:
 			return policyNodeWithoutMain(t, tc) // "rule del": not a node input flag
 		}
@@ -380,7 +424,11 @@ func policyModel(t *testing.T, tc policyCase) *node {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	ni.register(fs)
 	require.NoError(t, fs.Parse(args))
-	nd, err := ni.build(strings.NewReader(policyRulesFilter(tc.mangle, tc.forward)))
+	rules := policyRulesFilter(tc.mangle, tc.forward)
+	if tc.v6 {
+		rules = policyRules6(tc.mangle, tc.forward)
+	}
+	nd, err := ni.build(strings.NewReader(rules))
 	require.NoError(t, err, "%q", tc.ip)
 	return nd
 }
@@ -431,8 +479,63 @@ func policyUndo(t *testing.T, node *kerneltest.NS, ipExec func(string) error, tc
 		}
 		assert.NoError(t, node.Sysctl(k, v))
 	}
+	if tc.v6 {
+		out, _, _ := node.Exec("", "ip", "-6", "rule")
+		assert.Equal(t, "0:\tfrom all lookup local\n32766:\tfrom all lookup main\n", out, "rules left")
+		return
+	}
 	out, _, _ := node.Exec("", "ip", "rule")
 	assert.Equal(t, "0:\tfrom all lookup local\n32766:\tfrom all lookup main\n32767:\tfrom all lookup default\n", out, "rules left")
+}
+
+const (
+	main6ViaEth1 = "route add default via fd00:244::5 dev eth1"
+	t1006ViaEth0 = "route add default via fd00:10::2 dev eth0 table 100"
+)
+
+var policyCases6 = []policyCase{
+	{name: "main only", ip: []string{main6ViaEth1, t1006ViaEth0}, want: "eth1"},
+	{name: "fwmark", ip: []string{main6ViaEth1, t1006ViaEth0, "rule add fwmark 7 lookup 100"},
+		mangle: "-A PREROUTING -j MARK --set-mark 7\n", want: "eth0"},
+	{name: "from", ip: []string{main6ViaEth1, t1006ViaEth0, "rule add from fd00:10::2 lookup 100"}, want: "eth0"},
+	{name: "dsfield", ip: []string{main6ViaEth1, t1006ViaEth0, "rule add dsfield 0x20 lookup 100"}, tos: 0x20, want: "eth0"},
+	{name: "dsfield other", ip: []string{main6ViaEth1, t1006ViaEth0, "rule add dsfield 0x20 lookup 100"}, tos: 0x24, want: "eth1"},
+	{name: "suppress", ip: []string{main6ViaEth1, "route add default via fd00:10::2 dev eth0 table 51820",
+		"rule add not fwmark 0xca6c table 51820", "rule add table main suppress_prefixlength 0"}, want: "eth0"},
+	{name: "wg-quick local marked", local: true, ip: []string{main6ViaEth1, "route add default via fd00:10::2 dev eth0 table 51820",
+		"rule add not fwmark 0xca6c table 51820", "rule add table main suppress_prefixlength 0"},
+		mangle: "-A OUTPUT -j MARK --set-mark 0xca6c\n", want: "eth1"},
+	{name: "wg-quick local", local: true, ip: []string{main6ViaEth1, "route add default via fd00:10::2 dev eth0 table 51820",
+		"rule add not fwmark 0xca6c table 51820", "rule add table main suppress_prefixlength 0"}, want: "eth0"},
+	{name: "unreachable rule", ip: []string{main6ViaEth1, "rule add to 2001:db8::/32 unreachable"}, want: "dropped"},
+	{name: "prohibit rule", ip: []string{main6ViaEth1, "rule add to 2001:db8::/32 prohibit"}, want: "dropped"},
+	{name: "blackhole rule", ip: []string{main6ViaEth1, "rule add to 2001:db8::/32 blackhole"}, want: "dropped"},
+	{name: "unreachable route", ip: []string{main6ViaEth1, "route add unreachable 2001:db8::/32 table 100", "rule add lookup 100"}, want: "dropped"},
+	{name: "prohibit route", ip: []string{main6ViaEth1, "route add prohibit 2001:db8::/32 table 100", "rule add lookup 100"}, want: "dropped"},
+	{name: "throw route", ip: []string{main6ViaEth1, "route add throw 2001:db8::/32 table 100", "rule add lookup 100"}, want: "eth1"},
+	{name: "no route", ip: []string{t1006ViaEth0}, want: "dropped"},
+	{name: "tproxy local route", ip: []string{main6ViaEth1, "route add local ::/0 dev lo table 133", "rule add fwmark 1337 lookup 133"},
+		mangle: "-A PREROUTING -p udp --dport 53 -j MARK --set-mark 1337\n", want: "local"},
+}
+
+// TestKernelPolicyRouting6 is TestKernelPolicyRouting for IPv6 (ip -6
+// rule and route; no rp_filter).
+func TestKernelPolicyRouting6(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-pr6"})
+	ipExec := func(args string) error {
+		_, stderr, err := lab.Node().Exec("", append([]string{"ip"}, strings.Fields(args)...)...)
+		if err != nil {
+			return fmt.Errorf("ip %s: %v: %s", args, err, stderr)
+		}
+		return nil
+	}
+	divergences := 0
+	for _, tc := range policyCases6 {
+		tc.v6 = true
+		t.Run(tc.name, func(t *testing.T) { divergences += runPolicyCase(t, lab, ipExec, tc) })
+	}
+	t.Logf("%d cases, %d divergences", len(policyCases6), divergences)
 }
 
 // TestKernelPolicyRandom draws routing layouts and packets at random
