@@ -340,6 +340,13 @@ func TestPolicyRoutingAllocs(t *testing.T) {
 	p := Packet{Proto: inet.UDP, Src: adr("10.244.1.5"), Dst: adr("8.8.8.8"), SrcPort: 1, DstPort: 2, TTL: 64}
 	require.Equal(t, Forwarded, h.Receive("eth1", p).Disposition)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Receive("eth1", p) }))
+	// A local packet rerouted after mangle OUTPUT set its mark.
+	require.NoError(t, h.Restore(IPv4, []byte("*mangle\n-A OUTPUT -j MARK --set-mark 1\nCOMMIT\n"), RestoreOptions{}))
+	q := Packet{Proto: inet.UDP, Dst: adr("8.8.8.8"), SrcPort: 1, DstPort: 2, TTL: 64}
+	var res Result
+	h.SendTo(&res, &q)
+	require.Equal(t, "wg0", res.Packet.Out)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { h.SendTo(&res, &q) }))
 }
 
 // suppress_prefixlength skips only routes found: a blackhole,

@@ -23,6 +23,11 @@ import (
 // what is delivered, so the node's stack stays silent; forward holds the
 // case's filter FORWARD rules.
 func policyRulesFilter(mangle, forward string) string {
+	nat := ""
+	if strings.HasPrefix(forward, "*nat\n") {
+		// A case's nat table comes in forward, whole.
+		nat, forward = forward, ""
+	}
 	return `*mangle
 :PREROUTING ACCEPT [0:0]
 :INPUT ACCEPT [0:0]
@@ -44,7 +49,7 @@ COMMIT
 :OUTPUT ACCEPT [0:0]
 -A INPUT ! -p icmp -j DROP
 ` + forward + `COMMIT
-`
+` + nat
 }
 
 // policyRules6 is policyRulesFilter for ip6tables: ICMPv6 left
@@ -145,6 +150,11 @@ var policyCases = []policyCase{
 	{name: "local iif lo", local: true, ip: []string{mainViaEth1, t100ViaEth0, "rule add iif lo lookup 100"}, want: "eth0"},
 	{name: "local from (reroute reads the header)", local: true, ip: []string{mainViaEth1, t100ViaEth0, "rule add from 10.244.1.1 lookup 100"},
 		mangle: "-A OUTPUT -j MARK --set-mark 1\n", unbound: true, want: "eth0"},
+	// DNAT in nat OUTPUT reroutes by the new destination.
+	{name: "local DNAT reroutes", local: true, ip: []string{mainViaEth1, t100ViaEth0, "rule add to 198.51.100.0/24 lookup 100"},
+		forward: "*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+			"-A OUTPUT -d 203.0.113.9 -j DNAT --to-destination 198.51.100.1\nCOMMIT\n", want: "eth0"},
+	{name: "local uidrange 0 (root's socket)", local: true, ip: []string{mainViaEth1, t100ViaEth0, "rule add uidrange 0-0 lookup 100"}, want: "eth0"},
 	{name: "local unreachable", local: true, ip: []string{"rule add to 203.0.113.0/24 unreachable"}, want: "dropped"},
 
 	// rp_filter, src_valid_mark, accept_local, per-device forwarding.
@@ -274,7 +284,7 @@ func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error,
 	require.NoError(t, err)
 	kernel := "dropped"
 	for _, c := range append(obs.Client, obs.Server...) {
-		if c.Summary.Dst == spec.Dst && c.Summary.Src == spec.Src && c.Summary.Proto != icmpProto {
+		if (c.Summary.Dst == spec.Dst || c.Summary.SrcPort == spec.SrcPort) && c.Summary.Src == spec.Src && c.Summary.Proto != icmpProto {
 			kernel = map[kerneltest.Side]string{kerneltest.Client: "eth0", kerneltest.Server: "eth1"}[c.Side]
 		}
 	}
