@@ -472,14 +472,27 @@ func policyNodeWithoutMain(t *testing.T, tc policyCase) *node {
 // policyUndo takes a case's rules, routes and sysctls back out of the
 // lab's node.
 func policyUndo(t *testing.T, node *kerneltest.NS, ipExec func(string) error, tc policyCase) {
+	// Routes of main go one by one; the other tables and the rules are
+	// flushed, so that a case leaves nothing behind whatever it added.
+	tables := map[string]bool{}
 	for i := len(tc.ip) - 1; i >= 0; i-- {
 		c := tc.ip[i]
-		switch {
-		case c == "rule del priority 32766":
-			assert.NoError(t, ipExec("rule add priority 32766 lookup main"))
-		case strings.Contains(c, " add "):
-			assert.NoError(t, ipExec(strings.Replace(c, " add ", " del ", 1)))
+		if !strings.HasPrefix(c, "route add ") {
+			continue
 		}
+		if _, table, ok := strings.Cut(c, " table "); ok && !strings.HasPrefix(table, "main") {
+			tables[strings.Fields(table)[0]] = true
+			continue
+		}
+		assert.NoError(t, ipExec(strings.Replace(c, " add ", " del ", 1)))
+	}
+	for table := range tables {
+		assert.NoError(t, ipExec("route flush table "+table))
+	}
+	assert.NoError(t, ipExec("rule flush"))
+	assert.NoError(t, ipExec("rule add priority 32766 lookup main"))
+	if !tc.v6 {
+		assert.NoError(t, ipExec("rule add priority 32767 lookup default"))
 	}
 	for _, kv := range tc.sysctls {
 		k, _, _ := strings.Cut(kv, "=")
