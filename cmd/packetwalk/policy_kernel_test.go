@@ -295,7 +295,7 @@ func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error,
 	kernelICMP := ""
 	for _, c := range append(obs.Client, obs.Server...) {
 		if c.Summary.Proto == icmpProto && c.Summary.Inner != nil {
-			kernelICMP = fmt.Sprintf("%s %d/%d from %s", c.Side, c.Summary.ICMPType, c.Summary.ICMPCode, c.Summary.Src)
+			kernelICMP = fmt.Sprintf("%s %d/%d from %s tos %#x", c.Side, c.Summary.ICMPType, c.Summary.ICMPCode, c.Summary.Src, frameTOS(c.Frame))
 		}
 	}
 	t.Logf("kernel: %s (sendto %v); icmp %q; counters %s", kernel, sendErr, kernelICMP, strings.Join(kc.NonZero(), ", "))
@@ -345,7 +345,7 @@ func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error,
 	for _, e := range res.Emitted {
 		if e.Proto == inet.ICMP || e.Proto == inet.ICMPv6 {
 			side := map[string]string{"eth0": "client", "eth1": "server"}[e.Out]
-			modelICMP = fmt.Sprintf("%s %d/%d from %s", side, e.ICMPType, e.ICMPCode, e.Src)
+			modelICMP = fmt.Sprintf("%s %d/%d from %s tos %#x", side, e.ICMPType, e.ICMPCode, e.Src, e.TOS)
 		}
 	}
 	if !assert.Equal(t, kernelICMP, modelICMP, "ICMP error sent back: kernel (want) vs packetwalk") {
@@ -366,6 +366,17 @@ func runPolicyCase(t *testing.T, lab *kerneltest.Lab, ipExec func(string) error,
 		}
 	}
 	return divergences
+}
+
+// frameTOS is the IPv4 TOS or IPv6 traffic class of an Ethernet frame.
+func frameTOS(f []byte) uint8 {
+	if len(f) < 16 {
+		return 0
+	}
+	if f[14]>>4 == 6 {
+		return f[14]<<4 | f[15]>>4
+	}
+	return f[15]
 }
 
 func (tc *policyCase) defaults() {
