@@ -416,3 +416,17 @@ func TestRouteRuleErrors(t *testing.T) {
 	require.NoError(t, h.SetRules(IPv4, nil))
 	assert.Len(t, h.Rules(IPv4), 3)
 }
+
+// A snapshot's rules that are the defaults leave the host as without
+// rules: a 127.0.0.0/8 source other than 127.0.0.1 is no martian with
+// route_localnet=1 (the kernel checks only its addresses then).
+func TestSetRulesDefaults(t *testing.T) {
+	h := policyHost(t, HostConfig{})
+	require.NoError(t, h.SetRules(IPv4, defaultRules(IPv4)))
+	assert.True(t, h.DefaultRules(IPv4))
+	p := Packet{Proto: inet.UDP, Src: adr("127.0.0.5"), Dst: adr("10.244.1.5"), SrcPort: 1, DstPort: 2, TTL: 64}
+	assert.Equal(t, Forwarded, h.Receive("eth0", p).Disposition)
+	require.NoError(t, h.SetRules(IPv4, append(defaultRules(IPv4), RouteRule{Family: IPv4, Priority: 5, Table: 100})))
+	assert.False(t, h.DefaultRules(IPv4))
+	assert.Equal(t, ReasonMartianSource, h.Receive("eth0", p).Reason, "with rules of its own the kernel checks the source fully: 127.0.0.0/8 is local")
+}

@@ -175,6 +175,9 @@ var policyCases = []policyCase{
 	{name: "local source", ip: []string{mainViaEth1}, src: "10.244.1.1", want: "dropped"},
 	{name: "local source, accept_local", ip: []string{mainViaEth1}, sysctls: []string{"net.ipv4.conf.all.accept_local=1"}, src: "10.244.1.1", want: "eth1"},
 	{name: "local source, policy rules", ip: []string{mainViaEth1, "rule add fwmark 9 lookup 100"}, src: "10.244.1.1", want: "dropped"},
+	{name: "127 source, route_localnet", ip: []string{mainViaEth1}, sysctls: []string{"net.ipv4.conf.all.route_localnet=1"}, src: "127.0.0.5", want: "eth1"},
+	{name: "127 source, route_localnet, policy rules", ip: []string{mainViaEth1, "rule add fwmark 9 lookup 100"},
+		sysctls: []string{"net.ipv4.conf.all.route_localnet=1"}, src: "127.0.0.5", want: "dropped"},
 	{name: "eth0 forwarding off", ip: []string{mainViaEth1}, sysctls: []string{"net.ipv4.conf.eth0.forwarding=0"}, want: "dropped"},
 	{name: "eth1 forwarding off", ip: []string{mainViaEth1}, sysctls: []string{"net.ipv4.conf.eth1.forwarding=0"}, want: "eth1"},
 
