@@ -135,7 +135,7 @@ func (h *Host) runHook(w *walk, hk Hook) bool {
 				if c.reject == RejectTCPReset && !h.explaining {
 					h.ct.SetClosing(w.cur.Entry)
 				}
-				if e, ok := h.rejectReply(p, c.reject); ok {
+				if e, ok := h.rejectReply(p, c.reject, w.routedLocal(hk)); ok {
 					if out, ok := h.sendEmitted(w, e); ok {
 						res.Emitted = append(res.Emitted, out)
 					}
@@ -202,6 +202,19 @@ func (h *Host) rerouteAfter(w *walk, id TableID) bool {
 	w.out, w.outDst = d, p.Dst
 	p.Out = d.r.Iface
 	return true
+}
+
+// routedLocal reports whether the packet of w, at hook hk, was routed to
+// the host itself (the kernel's RTCF_LOCAL): received and delivered
+// (INPUT), or sent to one of the host's addresses (OUTPUT).
+func (w *walk) routedLocal(hk Hook) bool {
+	switch hk {
+	case Input:
+		return true
+	case Output:
+		return w.hasOut && w.out.r.Type == RouteLocal
+	}
+	return false
 }
 
 // decide makes a route lookup for the packet of w, recording it when
@@ -594,7 +607,7 @@ func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	r.Mark = 0
 	k := localFlow(&r, true)
 	k.uid = 0
-	if r.Proto.IsICMP() && !h.isLocal(w.pkt.Dst) {
+	if r.Proto.IsICMP() && r.Src != w.pkt.Dst {
 		// icmp_send looks an error about a packet not addressed to the
 		// host up without a source (rules "from X" do not match it); the
 		// route gives the source.
