@@ -135,7 +135,7 @@ func (h *Host) runHook(w *walk, hk Hook) bool {
 				if c.reject == RejectTCPReset && !h.explaining {
 					h.ct.SetClosing(w.cur.Entry)
 				}
-				if e, ok := h.rejectReply(p, c.reject); ok {
+				if e, ok := h.rejectReply(p, c.reject, w.routedLocal(hk)); ok {
 					if out, ok := h.sendEmitted(w, e); ok {
 						res.Emitted = append(res.Emitted, out)
 					}
@@ -204,6 +204,19 @@ func (h *Host) rerouteAfter(w *walk, id TableID) bool {
 	return true
 }
 
+// routedLocal reports whether the packet of w, at hook hk, was routed to
+// the host itself (the kernel's RTCF_LOCAL): received and delivered
+// (INPUT), or sent to one of the host's addresses (OUTPUT).
+func (w *walk) routedLocal(hk Hook) bool {
+	switch hk {
+	case Input:
+		return true
+	case Output:
+		return w.hasOut && w.out.r.Type == RouteLocal
+	}
+	return false
+}
+
 // decide makes a route lookup for the packet of w, recording it when
 // the walk is traced.
 func (h *Host) decide(w *walk, k *flow, hk Hook, reroute bool) decision {
@@ -269,7 +282,10 @@ func (h *Host) validSource(p *Packet, oif string) Reason {
 		k.mark = p.Mark
 	}
 	d := h.lookup(&k)
-	if d.r == nil {
+	if d.reason != NoReason {
+		// No way back, or a blackhole, unreachable or prohibit one (the
+		// lookup fails): dropped under rp_filter, even loose, accepted
+		// without.
 		if rpf != 0 {
 			return ReasonReversePath
 		}
@@ -282,7 +298,7 @@ func (h *Host) validSource(p *Packet, oif string) Reason {
 			return ReasonMartianSource
 		}
 	default:
-		return ReasonReversePath // a blackhole, unreachable or prohibit route back fails even loose mode
+		return ReasonMartianSource // a broadcast route back
 	}
 	if d.r.Iface == p.In || rpf != 1 || d.r.Type == RouteLocal && h.ifaceHolds(p.In, p.Src) {
 		return NoReason
@@ -598,10 +614,16 @@ func (h *Host) forwardRouted(w *walk, d decision) {
 // in a walk of its own, so w is left as it was.
 func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	// The reply's lookup has mark 0 (fwmark_reflect is off) and no
-	// socket; its source is already chosen.
+	// socket.
 	r.Mark = 0
 	k := localFlow(&r, true)
 	k.uid = 0
+	if r.Proto.IsICMP() && r.Src != w.pkt.Dst {
+		// icmp_send looks an error about a packet not addressed to the
+		// host up without a source (rules "from X" do not match it); the
+		// route gives the source.
+		k.src = netip.Addr{}
+	}
 	d := h.lookup(&k)
 	if d.reason != NoReason {
 		return Packet{}, false

@@ -96,7 +96,7 @@ func icmpIsError(t uint8) bool {
 // comes from the preferred source address of the route back to the
 // sender, and a packet to a broadcast address gets no reply. A TCP reset
 // always comes from the address the offending segment was sent to.
-func (h *Host) rejectReply(p *Packet, k rejectKind) (Packet, bool) {
+func (h *Host) rejectReply(p *Packet, k rejectKind, local bool) (Packet, bool) {
 	r, ok := buildReject(p, k)
 	if !ok {
 		return r, false
@@ -106,11 +106,13 @@ func (h *Host) rejectReply(p *Packet, k rejectKind) (Packet, bool) {
 			return Packet{}, false
 		}
 	}
-	if k != RejectTCPReset && !h.isLocal(p.Dst) {
-		back := h.route(p.Src)
-		if back == nil {
-			return Packet{}, false
+	if k != RejectTCPReset && !local {
+		// icmp_route_lookup: no source yet, mark 0, the error's TOS.
+		d := h.lookup(&flow{dst: p.Src, iif: "lo", tos: r.TOS, proto: uint8(r.Proto), uid: 0})
+		if d.reason != NoReason {
+			return Packet{}, false // no way back: icmp_send sends nothing
 		}
+		back := d.r
 		r.Src = h.sourceFor(back, p.Src)
 		if !r.Src.IsValid() {
 			return Packet{}, false
@@ -148,7 +150,7 @@ func (h *Host) unreachableReply(p *Packet, reason Reason) (Packet, bool) {
 	default:
 		return Packet{}, false
 	}
-	r, ok := h.rejectReply(p, RejectICMPPortUnreachable)
+	r, ok := h.rejectReply(p, RejectICMPPortUnreachable, false)
 	if !ok {
 		return r, false
 	}
@@ -168,7 +170,7 @@ func (h *Host) unreachableReply(p *Packet, reason Reason) (Packet, bool) {
 // with a burst of several packets); packetwalk does not model the limit,
 // so a long burst of such packets gets more replies than the kernel sends.
 func (h *Host) timeExceededReply(p *Packet) (Packet, bool) {
-	r, ok := h.rejectReply(p, RejectICMPPortUnreachable)
+	r, ok := h.rejectReply(p, RejectICMPPortUnreachable, false)
 	if !ok {
 		return r, false
 	}

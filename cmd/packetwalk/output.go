@@ -94,7 +94,7 @@ func routeChoiceText(c netfilter.RouteChoice) string {
 			fmt.Fprintf(&b, " lookup %s: ", netfilter.TableName(c.Table))
 		}
 	} else {
-		b.WriteString("no rule matched")
+		b.WriteString("no rule found a route")
 	}
 	if c.Dst.IsValid() {
 		if c.Type != netfilter.RouteUnicast {
