@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Registrations at a hook besides the tables: the conntrack lookup and
@@ -423,7 +424,7 @@ func (h *Host) admit(p *Packet, iface string) error {
 // refuse writes the result of a packet the host refused to walk.
 func refuse(res *Result, err error) {
 	res.Verdict, res.Disposition, res.Reason, res.Err = VerdictRefused, Refused, ReasonRefused, err
-	res.Where, res.Emitted, res.Trace, res.Conn = Step{}, nil, nil, nil
+	res.Where, res.Emitted, res.Trace, res.Conn, res.Socket = Step{}, nil, nil, nil, nil
 }
 
 // walk sends w.res.Packet through the host and writes what happened into
@@ -433,9 +434,9 @@ func (h *Host) walk(w *walk, local bool) {
 	w.where = place{}
 	// Explain's outcomes list their paths' steps whatever Tracing says.
 	w.cur, w.notrack, w.loopback, w.attached, w.tracing = conntrack.Info{}, false, false, false, h.Tracing || h.explaining
-	w.routes, w.hasOut = w.routes[:0], false
+	w.routes, w.hasOut, w.sock = w.routes[:0], false, nil
 	res := w.res
-	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, NoReason, nil, nil, nil
+	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err, res.Socket = VerdictAccept, 0, NoReason, nil, nil, nil, nil
 	res.Emitted = res.Emitted[:0]
 	p := w.pkt
 	if p.FragOffset != 0 && h.defragging(p.Family) {
@@ -502,6 +503,7 @@ func (h *Host) walkHooks(w *walk, local bool) {
 				return
 			}
 			res.Disposition = Delivered
+			h.deliverToSocket(w)
 			return
 		}
 		res.Disposition = Sent
@@ -528,9 +530,34 @@ func (h *Host) walkHooks(w *walk, local bool) {
 			return
 		}
 		res.Disposition = Delivered
+		h.deliverToSocket(w)
+		return
+	}
+	if w.sock != nil && d.reason == NoReason {
+		// ip_forward drops a packet that TPROXY assigned to a local
+		// socket, before FORWARD (docs/kernel-notes.md).
+		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, ReasonSocketNotLocal
+		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
 	}
 	h.forwardRouted(w, d)
+}
+
+// deliverToSocket names the local socket a delivered packet reaches
+// (Result.Socket): the one TPROXY assigned it to, else the transport's
+// lookup, a connected socket first, then a listener of its destination
+// (which need not be transparent). It is left nil when the host has no
+// sockets, or none fits.
+func (h *Host) deliverToSocket(w *walk) {
+	if w.sock != nil {
+		w.res.Socket = w.sock
+		return
+	}
+	p := w.pkt
+	if len(h.sockets) == 0 || p.Proto != inet.TCP && p.Proto != inet.UDP {
+		return
+	}
+	w.res.Socket = h.lookupSocket(p.Proto, p.Src, p.SrcPort, p.Dst, p.DstPort)
 }
 
 // forwardRouted forwards a received packet the input routing decision d
@@ -617,7 +644,7 @@ func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	// nftrace); neither does the walk.
 	g.cur, g.notrack, g.loopback, g.attached, g.tracing = conntrack.Info{}, w.notrack, false, false, false
 	g.trace, g.where = g.trace[:0], place{}
-	g.routes, g.out, g.outDst, g.hasOut = g.routes[:0], d, p.Dst, true
+	g.routes, g.out, g.outDst, g.hasOut, g.sock = g.routes[:0], d, p.Dst, true, nil
 	if e := w.cur.Entry; e != nil {
 		dir := conntrack.Reply
 		if w.cur.Dir == conntrack.Reply {

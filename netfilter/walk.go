@@ -53,6 +53,10 @@ type walk struct {
 	outDst netip.Addr
 	hasOut bool
 	keys   rerouteKeys
+	// sock is the local socket TPROXY assigned the packet to (skb->sk),
+	// which -m socket then sees and which receives the packet if it is
+	// delivered.
+	sock *Socket
 }
 
 // beginWalk returns a fresh walk writing its outcome into res, or into
