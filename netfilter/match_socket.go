@@ -13,7 +13,11 @@ import (
 // whose Addr is then the connection's local address; it is the zero value
 // for a listener (an unconnected UDP socket). Transparent is
 // IP_TRANSPARENT (an accepted connection inherits its listener's), Mark
-// is SO_MARK (what --restore-skmark copies to the packet).
+// is SO_MARK (what --restore-skmark copies to the packet; an accepted
+// connection inherits its listener's). HalfOpen marks a TCP connection
+// whose handshake is not complete (the kernel's request socket, from the
+// SYN to the ACK that completes it): it is found, but is not a full
+// socket, so --restore-skmark leaves the packet's mark alone.
 type Socket struct {
 	Proto       inet.Proto
 	Addr        netip.Addr
@@ -21,6 +25,7 @@ type Socket struct {
 	Remote      netip.AddrPort
 	Transparent bool
 	Mark        uint32
+	HalfOpen    bool
 }
 
 // AddSocket adds a socket to the host, for -m socket and TPROXY.
@@ -42,8 +47,24 @@ func (h *Host) AddSocket(s Socket) error {
 			return fmt.Errorf("%w: connected socket from %s to %s of another family", ErrBadValue, s.Addr, s.Remote)
 		}
 	}
+	if s.HalfOpen && (s.Proto != inet.TCP || !s.Remote.IsValid()) {
+		return fmt.Errorf("%w: a half-open socket is a TCP connection (Remote set)", ErrBadValue)
+	}
 	h.sockets = append(h.sockets, s)
 	return nil
+}
+
+// RemoveSocket removes the host's first socket equal to s (a connection
+// closed, or a half-open one to be replaced by the accepted one), and
+// reports whether there was one.
+func (h *Host) RemoveSocket(s Socket) bool {
+	for i := range h.sockets {
+		if h.sockets[i] == s {
+			h.sockets = append(h.sockets[:i:i], h.sockets[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // Sockets returns the host's sockets.
@@ -169,7 +190,7 @@ func (m *SocketMatch) match(c *evalCtx) bool {
 	}
 	wildcard := !m.NoWildcard && s.Addr.IsUnspecified()
 	transparent := !m.Transparent || s.Transparent
-	if m.RestoreMark && !wildcard && transparent {
+	if m.RestoreMark && !wildcard && transparent && !s.HalfOpen {
 		p.Mark = s.Mark
 	}
 	return !wildcard && transparent

@@ -28,10 +28,13 @@ func tproxyHost(t *testing.T, steer bool, prerouting string, socks ...Socket) *H
 	for _, s := range socks {
 		require.NoError(t, h.AddSocket(s))
 	}
-	rules := "*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
-		prerouting + "-A PREROUTING -p udp\n-A PREROUTING -p tcp\n-A INPUT ! -p icmp\n-A FORWARD ! -p icmp\nCOMMIT\n"
-	require.NoError(t, h.Restore(IPv4, []byte(rules), RestoreOptions{}))
+	require.NoError(t, h.Restore(IPv4, []byte(tproxyRules(prerouting)), RestoreOptions{}))
 	return h
+}
+
+func tproxyRules(prerouting string) string {
+	return "*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+		prerouting + "-A PREROUTING -p udp\n-A PREROUTING -p tcp\n-A INPUT ! -p icmp\n-A FORWARD ! -p icmp\nCOMMIT\n"
 }
 
 func mangleCount(h *Host, chain string, n int) uint64 {
@@ -40,54 +43,62 @@ func mangleCount(h *Host, chain string, n int) uint64 {
 
 const tproxyUDP = "-A PREROUTING -p udp --dport 53 -j TPROXY --on-port 5000 --tproxy-mark 0x1/0x1\n"
 
+type tproxyCase struct {
+	name       string
+	steer      bool
+	prerouting string
+	socks      []Socket
+	pkt        Packet
+	want       Disposition
+	reason     Reason
+	sock       int // index into socks of the receiving socket, -1 none
+	mark       uint32
+}
+
+var (
+	tpUDP  = Packet{Proto: inet.UDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("203.0.113.9"), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 30}
+	tpWild = Socket{Proto: inet.UDP, Addr: netip.IPv4Unspecified(), Port: 5000, Transparent: true}
+)
+
+// tproxyCases are TestTPROXY's, also sent through the kernel by
+// TestTPROXYKernel.
+var tproxyCases = []tproxyCase{
+	{name: "wildcard listener", steer: true, prerouting: tproxyUDP, socks: []Socket{tpWild}, pkt: tpUDP, want: Delivered, sock: 0, mark: 1},
+	{name: "listener on the secondary address", steer: true, prerouting: tproxyUDP,
+		socks: []Socket{{Proto: inet.UDP, Addr: netip.MustParseAddr("192.168.10.9"), Port: 5000, Transparent: true}}, pkt: tpUDP, want: Dropped, sock: -1},
+	{name: "listener on the primary address", steer: true, prerouting: tproxyUDP,
+		socks: []Socket{{Proto: inet.UDP, Addr: netip.MustParseAddr("192.168.10.1"), Port: 5000, Transparent: true}}, pkt: tpUDP, want: Delivered, sock: 0, mark: 1},
+	{name: "--on-ip the secondary", steer: true,
+		prerouting: "-A PREROUTING -p udp --dport 53 -j TPROXY --on-port 5000 --on-ip 192.168.10.9 --tproxy-mark 0x1/0x1\n",
+		socks:      []Socket{{Proto: inet.UDP, Addr: netip.MustParseAddr("192.168.10.9"), Port: 5000, Transparent: true}}, pkt: tpUDP, want: Delivered, sock: 0, mark: 1},
+	{name: "not transparent", steer: true, prerouting: tproxyUDP,
+		socks: []Socket{{Proto: inet.UDP, Addr: netip.IPv4Unspecified(), Port: 5000}}, pkt: tpUDP, want: Dropped, sock: -1},
+	{name: "no socket", steer: true, prerouting: tproxyUDP, pkt: tpUDP, want: Dropped, sock: -1},
+	{name: "no local route", prerouting: tproxyUDP, socks: []Socket{tpWild}, pkt: tpUDP, want: Dropped, reason: ReasonSocketNotLocal, sock: -1, mark: 1},
+	{name: "mark value and mask", steer: true,
+		prerouting: "-A PREROUTING -j MARK --set-mark 0x30\n-A PREROUTING -p udp --dport 53 -j TPROXY --on-port 5000 --tproxy-mark 0x11/0x11\n",
+		socks:      []Socket{tpWild}, pkt: tpUDP, want: Delivered, sock: 0, mark: 0x31},
+	{name: "port 0 keeps the packet's", steer: true, prerouting: "-A PREROUTING -p udp -j TPROXY --on-port 0 --tproxy-mark 1\n",
+		socks: []Socket{{Proto: inet.UDP, Addr: netip.IPv4Unspecified(), Port: 53, Transparent: true}}, pkt: tpUDP, want: Delivered, sock: 0, mark: 1},
+	{name: "a connection's socket wins", steer: true, prerouting: "-A PREROUTING -p tcp -j TPROXY --on-port 15006 --tproxy-mark 1\n",
+		socks: []Socket{{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 15006, Transparent: true},
+			{Proto: inet.TCP, Addr: netip.MustParseAddr("203.0.113.9"), Port: 80, Remote: netip.MustParseAddrPort("192.168.10.2:40000"), Transparent: true}},
+		pkt:  Packet{Proto: inet.TCP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("203.0.113.9"), SrcPort: 40000, DstPort: 80, TCPFlags: inet.ACK, TTL: 64},
+		want: Delivered, sock: 1, mark: 1},
+	{name: "a SYN of another port goes to the listener", steer: true, prerouting: "-A PREROUTING -p tcp -j TPROXY --on-port 15006 --tproxy-mark 1\n",
+		socks: []Socket{{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 15006, Transparent: true},
+			{Proto: inet.TCP, Addr: netip.MustParseAddr("203.0.113.9"), Port: 80, Remote: netip.MustParseAddrPort("192.168.10.2:40000"), Transparent: true}},
+		pkt:  Packet{Proto: inet.TCP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr("203.0.113.9"), SrcPort: 40001, DstPort: 80, TCPFlags: inet.SYN, TTL: 64},
+		want: Delivered, sock: 0, mark: 1},
+}
+
 // TestTPROXY: the listener TPROXY finds (address 0 meaning the receiving
 // interface's first address, not the packet's destination), its
 // transparent flag, the mark, the local route the mark must meet, and the
 // drop when nothing fits; each outcome as the kernel gave it in
 // TestTPROXYKernel.
 func TestTPROXY(t *testing.T) {
-	a := netip.MustParseAddr
-	udp := Packet{Proto: inet.UDP, Src: a("192.168.10.2"), Dst: a("203.0.113.9"), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 30}
-	wild := Socket{Proto: inet.UDP, Addr: netip.IPv4Unspecified(), Port: 5000, Transparent: true}
-	for _, tc := range []struct {
-		name       string
-		steer      bool
-		prerouting string
-		socks      []Socket
-		pkt        Packet
-		want       Disposition
-		reason     Reason
-		sock       int // index into socks of the receiving socket, -1 none
-		mark       uint32
-	}{
-		{name: "wildcard listener", steer: true, prerouting: tproxyUDP, socks: []Socket{wild}, pkt: udp, want: Delivered, sock: 0, mark: 1},
-		{name: "listener on the secondary address", steer: true, prerouting: tproxyUDP,
-			socks: []Socket{{Proto: inet.UDP, Addr: a("192.168.10.9"), Port: 5000, Transparent: true}}, pkt: udp, want: Dropped, sock: -1},
-		{name: "listener on the primary address", steer: true, prerouting: tproxyUDP,
-			socks: []Socket{{Proto: inet.UDP, Addr: a("192.168.10.1"), Port: 5000, Transparent: true}}, pkt: udp, want: Delivered, sock: 0, mark: 1},
-		{name: "--on-ip the secondary", steer: true,
-			prerouting: "-A PREROUTING -p udp --dport 53 -j TPROXY --on-port 5000 --on-ip 192.168.10.9 --tproxy-mark 0x1/0x1\n",
-			socks:      []Socket{{Proto: inet.UDP, Addr: a("192.168.10.9"), Port: 5000, Transparent: true}}, pkt: udp, want: Delivered, sock: 0, mark: 1},
-		{name: "not transparent", steer: true, prerouting: tproxyUDP,
-			socks: []Socket{{Proto: inet.UDP, Addr: netip.IPv4Unspecified(), Port: 5000}}, pkt: udp, want: Dropped, sock: -1},
-		{name: "no socket", steer: true, prerouting: tproxyUDP, pkt: udp, want: Dropped, sock: -1},
-		{name: "no local route", prerouting: tproxyUDP, socks: []Socket{wild}, pkt: udp, want: Dropped, reason: ReasonSocketNotLocal, sock: -1, mark: 1},
-		{name: "mark value and mask", steer: true,
-			prerouting: "-A PREROUTING -j MARK --set-mark 0x30\n-A PREROUTING -p udp --dport 53 -j TPROXY --on-port 5000 --tproxy-mark 0x11/0x11\n",
-			socks:      []Socket{wild}, pkt: udp, want: Delivered, sock: 0, mark: 0x31},
-		{name: "port 0 keeps the packet's", steer: true, prerouting: "-A PREROUTING -p udp -j TPROXY --on-port 0 --tproxy-mark 1\n",
-			socks: []Socket{{Proto: inet.UDP, Addr: netip.IPv4Unspecified(), Port: 53, Transparent: true}}, pkt: udp, want: Delivered, sock: 0, mark: 1},
-		{name: "a connection's socket wins", steer: true, prerouting: "-A PREROUTING -p tcp -j TPROXY --on-port 15006 --tproxy-mark 1\n",
-			socks: []Socket{{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 15006, Transparent: true},
-				{Proto: inet.TCP, Addr: a("203.0.113.9"), Port: 80, Remote: netip.MustParseAddrPort("192.168.10.2:40000"), Transparent: true}},
-			pkt:  Packet{Proto: inet.TCP, Src: a("192.168.10.2"), Dst: a("203.0.113.9"), SrcPort: 40000, DstPort: 80, TCPFlags: inet.ACK, TTL: 64},
-			want: Delivered, sock: 1, mark: 1},
-		{name: "a SYN of another port goes to the listener", steer: true, prerouting: "-A PREROUTING -p tcp -j TPROXY --on-port 15006 --tproxy-mark 1\n",
-			socks: []Socket{{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 15006, Transparent: true},
-				{Proto: inet.TCP, Addr: a("203.0.113.9"), Port: 80, Remote: netip.MustParseAddrPort("192.168.10.2:40000"), Transparent: true}},
-			pkt:  Packet{Proto: inet.TCP, Src: a("192.168.10.2"), Dst: a("203.0.113.9"), SrcPort: 40001, DstPort: 80, TCPFlags: inet.SYN, TTL: 64},
-			want: Delivered, sock: 0, mark: 1},
-	} {
+	for _, tc := range tproxyCases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := tproxyHost(t, tc.steer, tc.prerouting, tc.socks...)
 			res := h.Receive("eth0", tc.pkt)
