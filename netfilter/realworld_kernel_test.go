@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,4 +118,143 @@ func TestRealRulesetsKernel(t *testing.T) {
 		assert.Equal(t, uint64(1), in[1].Counters.Packets, "15008 is not captured")
 		assert.Equal(t, uint64(0), in[2].Counters.Packets)
 	})
+}
+
+// compareAllCounters compares every rule and built-in policy counter of
+// packetwalk's IPv4 ruleset with the kernel node's, returning the number
+// of divergences.
+func compareAllCounters(t *testing.T, lab *kerneltest.Lab, h *Host) int {
+	t.Helper()
+	kc, err := lab.Counters()
+	require.NoError(t, err)
+	t.Logf("kernel counters: %s", strings.Join(kc.NonZero(), ", "))
+	n := 0
+	for _, tbl := range h.Ruleset(IPv4).Tables() {
+		for _, ch := range tbl.Chains() {
+			for i, r := range ch.Rules {
+				want, ok := kc.Rule(tbl.ID().String(), ch.Name, i+1)
+				require.True(t, ok, "%s %s rule %d", tbl.ID(), ch.Name, i+1)
+				if !assert.Equal(t, want.Packets, r.Counters.Packets, "%s %s rule %d (%s): kernel (want) vs packetwalk", tbl.ID(), ch.Name, i+1, strings.TrimSpace(r.String())) {
+					n++
+				}
+			}
+			if ch.Builtin() {
+				want, ok := kc.Policy(tbl.ID().String(), ch.Name)
+				require.True(t, ok)
+				if !assert.Equal(t, want.Packets, ch.Counters.Packets, "%s %s policy: kernel (want) vs packetwalk", tbl.ID(), ch.Name) {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestRealIstioTPROXYKernel runs istio's TPROXY interception in the
+// lab's node, which plays the pod (eth0 192.168.10.1): "ip rule add
+// fwmark 1337 lookup 133", "ip route add local 0.0.0.0/0 dev lo table
+// 133", Envoy's transparent listener on 15006 and the application's
+// ordinary one on 8080, both real sockets. A connection from the client
+// to 8080 is made by hand (SYN, the answer, ACK, data); packetwalk walks
+// the same packets, the node's answers included, with the same sockets
+// (the half-open connection after the SYN, the accepted one after the
+// ACK). Compared: which socket has the connection, where its local end is,
+// and every counter.
+func TestRealIstioTPROXYKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-real-tp"})
+	node := lab.Node()
+	for _, c := range []string{"route add local 0.0.0.0/0 dev lo table 133", "rule add fwmark 1337 lookup 133"} {
+		_, stderr, err := node.Exec("", append([]string{"ip"}, strings.Fields(c)...)...)
+		require.NoError(t, err, "ip %s: %s", c, stderr)
+	}
+	in, err := os.ReadFile(filepath.Join(goldenDir, "real-istio-tproxy.rules"))
+	require.NoError(t, err)
+	require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv4: string(in)}))
+	envoy := Socket{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 15006, Transparent: true}
+	app := Socket{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 8080}
+	kEnvoy, err := node.OpenSocket(kernelSocketSpec(envoy))
+	require.NoError(t, err)
+	defer kEnvoy.Close()
+	kApp, err := node.OpenSocket(kernelSocketSpec(app))
+	require.NoError(t, err)
+	defer kApp.Close()
+
+	cfg := lab.Config()
+	h := NewHost(HostConfig{})
+	require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0))
+	require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
+	require.NoError(t, h.AddRoute(Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "lo", Type: RouteLocal, Table: 133}))
+	require.NoError(t, h.AddRule(RouteRule{Family: IPv4, AutoPriority: true, HasMark: true, Mark: 1337, Mask: ^uint32(0), Table: 133}))
+	require.NoError(t, h.AddSocket(envoy))
+	require.NoError(t, h.AddSocket(app))
+	require.NoError(t, h.Restore(IPv4, in, RestoreOptions{}))
+
+	client, pod := netip.AddrPortFrom(cfg.Client.Addr(), 40000), netip.AddrPortFrom(cfg.NodeEth0.Addr(), 8080)
+	in4 := func(flags string, seq, ack uint32, n int) (kerneltest.Observation, Packet) {
+		t.Helper()
+		f, err := lab.Frame(kerneltest.FrameSpec{Proto: "tcp", Src: client.Addr(), Dst: pod.Addr(), SrcPort: client.Port(), DstPort: pod.Port(),
+			TCPFlags: flags, Seq: seq, Ack: ack, PayloadLen: n})
+		require.NoError(t, err)
+		obs, err := lab.Exchange(f)
+		require.NoError(t, err)
+		fl, ok := inet.ParseTCPFlags(flags)
+		require.True(t, ok, flags)
+		return obs, Packet{Proto: inet.TCP, Src: client.Addr(), Dst: pod.Addr(), SrcPort: client.Port(), DstPort: pod.Port(), TCPFlags: fl, Seq: seq, TTL: 64, Length: 40 + n}
+	}
+	// answers walks the node's answers (captured at the client) through
+	// packetwalk as local packets.
+	answers := func(obs kerneltest.Observation) *kerneltest.Summary {
+		t.Helper()
+		var last *kerneltest.Summary
+		for _, c := range obs.Client {
+			s := c.Summary
+			if s.Proto != 6 {
+				continue
+			}
+			fl, ok := inet.ParseTCPFlags(s.TCPFlags)
+			require.True(t, ok, s.TCPFlags)
+			res := h.Send(Packet{Proto: inet.TCP, Src: s.Src, Dst: s.Dst, SrcPort: s.SrcPort, DstPort: s.DstPort, TCPFlags: fl, Seq: s.Seq, TTL: 64, Length: s.IPLen})
+			assert.Equal(t, Sent, res.Disposition, "the node's %s", s)
+			last = &s
+		}
+		return last
+	}
+
+	obs, p := in4("SYN", 1000, 0, 0)
+	res := h.Receive("eth0", p)
+	require.Equal(t, Delivered, res.Disposition)
+	require.NotNil(t, res.Socket)
+	assert.Equal(t, envoy, *res.Socket, "packetwalk: Envoy's listener has the SYN")
+	synack := answers(obs)
+	require.NotNil(t, synack, "the node answers the SYN")
+	require.Equal(t, "SYN,ACK", synack.TCPFlags)
+	divergences := compareAllCounters(t, lab, h)
+
+	halfOpen := Socket{Proto: inet.TCP, Addr: pod.Addr(), Port: pod.Port(), Remote: client, Transparent: true, HalfOpen: true}
+	require.NoError(t, h.AddSocket(halfOpen))
+	obs, p = in4("ACK", 1001, synack.Seq+1, 0)
+	res = h.Receive("eth0", p)
+	require.Equal(t, Delivered, res.Disposition)
+	answers(obs)
+	conns, err := kEnvoy.Accept()
+	require.NoError(t, err)
+	assert.Equal(t, []kerneltest.Conn{{Local: pod, Remote: client}}, conns, "Envoy accepted the connection to 8080")
+	appConns, err := kApp.Accept()
+	require.NoError(t, err)
+	assert.Empty(t, appConns, "the application did not")
+	divergences += compareAllCounters(t, lab, h)
+
+	require.True(t, h.RemoveSocket(halfOpen))
+	accepted := halfOpen
+	accepted.HalfOpen = false
+	require.NoError(t, h.AddSocket(accepted))
+	obs, p = in4("PSH,ACK", 1001, synack.Seq+1, 10)
+	res = h.Receive("eth0", p)
+	require.Equal(t, Delivered, res.Disposition)
+	require.NotNil(t, res.Socket)
+	assert.Equal(t, accepted, *res.Socket)
+	answers(obs)
+	divergences += compareAllCounters(t, lab, h)
+	t.Logf("3 packets in, their answers out: %d divergences", divergences)
 }
