@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -398,4 +399,93 @@ func TestRealWGQuickKernel(t *testing.T) {
 
 	divergences += compareAllCounters(t, lab, h, false)
 	t.Logf("5 packets and the node's answers: %d divergences", divergences)
+}
+
+// TestRealIstioOutboundKernel sends TCP SYNs from the lab's node (the
+// pod, 10.244.1.1 on eth1, its default route out of eth1) under istio's
+// REDIRECT-mode rules, from raw sockets opened as the sending user: the
+// application's (uid 0, uid 1000) and Envoy's (uid 1337, or gid 1337).
+// ISTIO_OUTPUT sends the application's outbound traffic to 15001, lets
+// Envoy's leave, hands Envoy's traffic to the pod's own address to 15006,
+// and leaves the application's to it alone. filter INPUT drops what comes
+// back in through lo, so no answer follows. Compared: where each went and
+// every counter.
+func TestRealIstioOutboundKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-real-out"})
+	_, stderr, err := lab.Node().Exec("", "ip", "route", "add", "default", "via", "10.244.1.5", "dev", "eth1")
+	require.NoError(t, err, stderr)
+	in, err := os.ReadFile(filepath.Join(goldenDir, "real-istio.rules"))
+	require.NoError(t, err)
+	text := string(in) + "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n" +
+		"-A INPUT -p tcp --dport 15001 -j DROP\n-A INPUT -p tcp --dport 15006 -j DROP\n-A INPUT -p tcp --dport 8080 -j DROP\n-A INPUT -p tcp -j DROP\n" +
+		"-A OUTPUT -p tcp --dport 80\nCOMMIT\n"
+	require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv4: text}))
+	cfg := lab.Config()
+	h := NewHost(HostConfig{})
+	require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0))
+	require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1))
+	require.NoError(t, h.AddRoute(Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth1", Gateway: netip.MustParseAddr("10.244.1.5")}))
+	require.NoError(t, h.Restore(IPv4, []byte(text), RestoreOptions{}))
+
+	pod := cfg.NodeEth1.Addr()
+	divergences := 0
+	for i, tc := range []struct {
+		uid, gid uint32
+		dst      string
+		dport    uint16
+		want     string // eth1, or the local port it is delivered to
+	}{
+		{0, 0, "10.96.0.10", 80, "15001"},
+		{1337, 1337, "10.96.0.10", 80, "eth1"},
+		{1000, 1337, "10.96.0.10", 80, "eth1"},
+		{1337, 1337, pod.String(), 8080, "15006"},
+		{1000, 1000, pod.String(), 8080, "8080"},
+		{1337, 1337, pod.String(), 15008, "15008"},
+		{1000, 1000, "10.96.0.10", 80, "15001"},
+	} {
+		sport := uint16(41000 + i)
+		spec := kerneltest.FrameSpec{Proto: "tcp", Src: pod, Dst: netip.MustParseAddr(tc.dst), SrcPort: sport, DstPort: tc.dport, TCPFlags: "SYN", Seq: 1}
+		pkt, err := kerneltest.BuildPacket(spec)
+		require.NoError(t, err)
+		before, err := lab.Counters()
+		require.NoError(t, err)
+		require.NoError(t, lab.SendFromNodeAs(tc.uid, tc.gid, pkt))
+		obs, err := lab.Settle()
+		require.NoError(t, err)
+		after, err := lab.Counters()
+		require.NoError(t, err)
+		kernel := ""
+		for _, c := range obs.Server {
+			if c.Summary.Src == pod && c.Summary.SrcPort == sport {
+				kernel = "eth1"
+			}
+		}
+		for n, port := range []string{"15001", "15006", "8080"} {
+			b, _ := before.Rule("filter", "INPUT", n+1)
+			a, _ := after.Rule("filter", "INPUT", n+1)
+			if a.Packets > b.Packets {
+				kernel = port
+			}
+		}
+		if b, _ := before.Rule("filter", "INPUT", 4); kernel == "" {
+			if a, _ := after.Rule("filter", "INPUT", 4); a.Packets > b.Packets {
+				kernel = fmt.Sprint(tc.dport)
+			}
+		}
+		assert.Equal(t, tc.want, kernel, "uid %d gid %d to %s:%d: the kernel", tc.uid, tc.gid, tc.dst, tc.dport)
+
+		p := Packet{Proto: inet.TCP, Src: pod, Dst: spec.Dst, SrcPort: sport, DstPort: tc.dport, TCPFlags: inet.SYN, Seq: 1, TTL: 64, Length: 40,
+			UID: tc.uid, GID: tc.gid, HasSocket: true}
+		res := h.Send(p)
+		model := res.Packet.Out
+		if res.Where.Table == Filter && res.Where.Chain == "INPUT" {
+			model = fmt.Sprint(res.Packet.DstPort)
+		}
+		if !assert.Equal(t, kernel, model, "uid %d gid %d to %s:%d: kernel (want) vs packetwalk (%s)", tc.uid, tc.gid, tc.dst, tc.dport, res.Disposition) {
+			divergences++
+		}
+	}
+	divergences += compareAllCounters(t, lab, h, true)
+	t.Logf("7 packets: %d divergences", divergences)
 }

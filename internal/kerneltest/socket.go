@@ -198,3 +198,38 @@ func (s *Socket) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// SendFromNodeAs sends an IP packet from the node as [Lab.SendFromNode]
+// does, from a raw socket opened with filesystem user and group ids uid
+// and gid, which is what -m owner --uid-owner and --gid-owner read (the
+// credentials the socket was opened with).
+func (l *Lab) SendFromNodeAs(uid, gid uint32, pkt []byte) error {
+	r := &rawIPSock{fd4: -1, fd6: -1}
+	defer r.close()
+	err := inNetns(l.node.name, func() error {
+		// setfsuid and setfsgid change the calling thread only, which
+		// inNetns holds locked; the raw socket needs CAP_NET_RAW, which
+		// they leave alone.
+		oldGID, err := unix.SetfsgidRetGid(int(gid))
+		if err != nil {
+			return fmt.Errorf("kerneltest: setfsgid %d: %w", gid, err)
+		}
+		defer unix.SetfsgidRetGid(oldGID)
+		oldUID, err := unix.SetfsuidRetUid(int(uid))
+		if err != nil {
+			return fmt.Errorf("kerneltest: setfsuid %d: %w", uid, err)
+		}
+		defer unix.SetfsuidRetUid(oldUID)
+		if r.fd4, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW); err != nil {
+			return fmt.Errorf("kerneltest: raw IPv4 socket as uid %d: %w", uid, err)
+		}
+		if r.fd6, err = unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW); err != nil {
+			return fmt.Errorf("kerneltest: raw IPv6 socket as uid %d: %w", uid, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return onCPU(l.cpu, func() error { return r.send(pkt) })
+}
