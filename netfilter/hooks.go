@@ -434,7 +434,7 @@ func (h *Host) walk(w *walk, local bool) {
 	w.where = place{}
 	// Explain's outcomes list their paths' steps whatever Tracing says.
 	w.cur, w.notrack, w.loopback, w.attached, w.tracing = conntrack.Info{}, false, false, false, h.Tracing || h.explaining
-	w.routes, w.hasOut, w.sock = w.routes[:0], false, nil
+	w.routes, w.hasOut, w.sock, w.dup = w.routes[:0], false, nil, false
 	res := w.res
 	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err, res.Socket = VerdictAccept, 0, NoReason, nil, nil, nil, nil
 	res.Emitted = res.Emitted[:0]
@@ -632,6 +632,13 @@ func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	if d.reason != NoReason {
 		return Packet{}, false
 	}
+	return h.sendRouted(w, r, d, false)
+}
+
+// sendRouted sends a generated packet r out by route d, as sendEmitted
+// says; dup marks TEE's copy, which is untracked (the kernel gives it the
+// untracked conntrack) and not copied again by a TEE it meets.
+func (h *Host) sendRouted(w *walk, r Packet, d decision, dup bool) (Packet, bool) {
 	g := h.beginWalk(nil)
 	defer h.endWalk()
 	p := g.pkt
@@ -642,10 +649,10 @@ func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	// looks it up in OUTPUT. It inherits the offending packet's notrack.
 	// The kernel does not trace generated packets (they do not inherit
 	// nftrace); neither does the walk.
-	g.cur, g.notrack, g.loopback, g.attached, g.tracing = conntrack.Info{}, w.notrack, false, false, false
+	g.cur, g.notrack, g.loopback, g.attached, g.tracing = conntrack.Info{}, w.notrack || dup, false, false, false
 	g.trace, g.where = g.trace[:0], place{}
-	g.routes, g.out, g.outDst, g.hasOut, g.sock = g.routes[:0], d, p.Dst, true, nil
-	if e := w.cur.Entry; e != nil {
+	g.routes, g.out, g.outDst, g.hasOut, g.sock, g.dup = g.routes[:0], d, p.Dst, true, nil, dup
+	if e := w.cur.Entry; e != nil && !dup {
 		dir := conntrack.Reply
 		if w.cur.Dir == conntrack.Reply {
 			dir = conntrack.Original

@@ -95,7 +95,7 @@ func TestExtTargetsUnmodelledRefusedAtLoad(t *testing.T) {
 		rules string
 		why   string
 	}{
-		{IPv4, "*filter\n-A INPUT -j TEE --gateway 10.0.0.1\nCOMMIT\n", "TEE: the copy sent to the gateway"},
+		{IPv4, "*filter\n-A INPUT -j TEE --gateway 10.0.0.1 --oif eth0\nCOMMIT\n", "TEE: --oif"},
 		{IPv4, "*filter\n-A INPUT -p tcp -j SYNPROXY\nCOMMIT\n", "SYNPROXY: the syncookie"},
 		{IPv4, "*mangle\n-A PREROUTING -j HMARK --hmark-tuple ct --hmark-mod 4 --hmark-rnd 7\nCOMMIT\n", "HMARK: --hmark-tuple ct"},
 	} {

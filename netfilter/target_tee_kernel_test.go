@@ -1,0 +1,113 @@
+package netfilter
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/packetwalk/packetwalk/inet"
+	"github.com/packetwalk/packetwalk/internal/kerneltest"
+)
+
+// teeRules puts rule (a TEE) in mangle chain and counts UDP everywhere,
+// the copy's UNTRACKED state in mangle OUTPUT; filter INPUT drops what is
+// delivered, so the node does not answer.
+func teeRules(chain, rule string) string {
+	return "*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+		"-A " + chain + " -p udp " + rule + "\n" +
+		"-A PREROUTING -p udp\n-A INPUT -p udp\n-A FORWARD -p udp\n-A OUTPUT -p udp\n-A OUTPUT -p udp -m conntrack --ctstate UNTRACKED\n" +
+		"-A OUTPUT -p udp -m conntrack --ctstate NEW\n-A POSTROUTING -p udp -o eth0\n-A POSTROUTING -p udp -o eth1\nCOMMIT\n" +
+		"*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A INPUT -p udp -j DROP\nCOMMIT\n"
+}
+
+// teeCases are the TEE cases of TestTEE and TestTEEKernel: where the
+// copies and the original of a UDP packet from the client go (frames per
+// side, as "eth0:TTL" or "eth1:TTL"), sorted.
+var teeCases = []struct {
+	name, chain, rule string
+	dst               string
+	want              string // the frames leaving the node, "eth1:63 eth1:63"
+	disposition       Disposition
+}{
+	{"PREROUTING, delivered", "PREROUTING", "-j TEE --gateway 10.244.1.5", "192.168.10.1", "eth1:63", Dropped},
+	{"PREROUTING, forwarded", "PREROUTING", "-j TEE --gateway 10.244.1.5", "10.244.1.5", "eth1:63 eth1:63", Forwarded},
+	{"FORWARD, to the client's side", "FORWARD", "-j TEE --gateway 192.168.10.2", "10.244.1.5", "eth0:63 eth1:63", Forwarded},
+	{"INPUT", "INPUT", "-j TEE --gateway 192.168.10.2", "192.168.10.1", "eth0:63", Dropped},
+	{"POSTROUTING", "POSTROUTING", "-o eth1 -j TEE --gateway 192.168.10.2", "10.244.1.5", "eth0:63 eth1:63", Forwarded},
+	{"no route to the gateway", "PREROUTING", "-j TEE --gateway 172.16.0.1", "10.244.1.5", "eth1:63", Forwarded},
+	{"two TEEs", "PREROUTING", "-j TEE --gateway 10.244.1.5\n-A PREROUTING -p udp -j TEE --gateway 192.168.10.2", "10.244.1.5", "eth0:63 eth1:63 eth1:63", Forwarded},
+}
+
+func teeHost(t *testing.T, rules string) *Host {
+	t.Helper()
+	h := NewHost(HostConfig{})
+	require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")))
+	require.NoError(t, h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24")))
+	require.NoError(t, h.Restore(IPv4, []byte(rules), RestoreOptions{}))
+	return h
+}
+
+// teeModel walks the case's packet through packetwalk and returns the
+// frames that leave, as teeCases writes them.
+func teeModel(h *Host, dst string) (string, Result) {
+	p := Packet{Proto: inet.UDP, Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr(dst), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 30}
+	res := h.Receive("eth0", p)
+	var out []string
+	if res.Disposition == Forwarded {
+		out = append(out, fmt.Sprintf("%s:%d", res.Packet.Out, res.Packet.TTL))
+	}
+	for _, e := range res.Emitted {
+		out = append(out, fmt.Sprintf("%s:%d", e.Out, e.TTL))
+	}
+	return sortedJoin(out), res
+}
+
+func sortedJoin(s []string) string {
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return strings.Join(s, " ")
+}
+
+// TestTEEKernel sends each case's UDP packet from the lab's client and
+// compares the frames that leave the node (the copies at the gateway's
+// side, with their TTL) and every counter with packetwalk's.
+func TestTEEKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-tee"})
+	divergences := 0
+	for _, tc := range teeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			rules := teeRules(tc.chain, tc.rule)
+			require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv4: rules}))
+			f, err := lab.Frame(kerneltest.FrameSpec{Proto: "udp", Src: netip.MustParseAddr("192.168.10.2"), Dst: netip.MustParseAddr(tc.dst), SrcPort: 40000, DstPort: 53, PayloadLen: 2})
+			require.NoError(t, err)
+			obs, err := lab.Exchange(f)
+			require.NoError(t, err)
+			var frames []string
+			for _, c := range append(obs.Client, obs.Server...) {
+				if c.Summary.Proto == 17 && c.Summary.SrcPort == 40000 {
+					frames = append(frames, fmt.Sprintf("%s:%d", map[kerneltest.Side]string{kerneltest.Client: "eth0", kerneltest.Server: "eth1"}[c.Side], c.Summary.TTL))
+				}
+			}
+			kernel := sortedJoin(frames)
+			t.Logf("kernel: %s", strings.ReplaceAll(strings.TrimSpace(obs.String()), "\n", "; "))
+			assert.Equal(t, tc.want, kernel, "the case's expectation is the kernel's")
+			h := teeHost(t, rules)
+			model, _ := teeModel(h, tc.dst)
+			if !assert.Equal(t, kernel, model, "frames leaving: kernel (want) vs packetwalk") {
+				divergences++
+			}
+			divergences += compareAllCounters(t, lab, h, true)
+		})
+	}
+	t.Logf("%d cases, %d divergences", len(teeCases), divergences)
+}
