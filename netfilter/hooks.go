@@ -270,7 +270,10 @@ func (h *Host) validSource(p *Packet, oif string) Reason {
 		k.mark = p.Mark
 	}
 	d := h.lookup(&k)
-	if d.r == nil {
+	if d.reason != NoReason {
+		// No way back, or a blackhole, unreachable or prohibit one (the
+		// lookup fails): dropped under rp_filter, even loose, accepted
+		// without.
 		if rpf != 0 {
 			return ReasonReversePath
 		}
@@ -283,7 +286,7 @@ func (h *Host) validSource(p *Packet, oif string) Reason {
 			return ReasonMartianSource
 		}
 	default:
-		return ReasonReversePath // a blackhole, unreachable or prohibit route back fails even loose mode
+		return ReasonMartianSource // a broadcast route back
 	}
 	if d.r.Iface == p.In || rpf != 1 || d.r.Type == RouteLocal && h.ifaceHolds(p.In, p.Src) {
 		return NoReason
@@ -624,10 +627,16 @@ func (h *Host) forwardRouted(w *walk, d decision) {
 // in a walk of its own, so w is left as it was.
 func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	// The reply's lookup has mark 0 (fwmark_reflect is off) and no
-	// socket; its source is already chosen.
+	// socket.
 	r.Mark = 0
 	k := localFlow(&r, true)
 	k.uid = 0
+	if r.Proto.IsICMP() && !h.isLocal(w.pkt.Dst) {
+		// icmp_send looks an error about a packet not addressed to the
+		// host up without a source (rules "from X" do not match it); the
+		// route gives the source.
+		k.src = netip.Addr{}
+	}
 	d := h.lookup(&k)
 	if d.reason != NoReason {
 		return Packet{}, false

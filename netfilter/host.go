@@ -212,7 +212,10 @@ type Host struct {
 	hookOrder [numHooks][]TableID
 	// loRoute is what route returns for the host's own addresses.
 	loRoute Route
-	fib     fib
+	// failRoutes stand for a rule's failing action where a *Route is
+	// expected (Host.route): blackhole, unreachable, prohibit.
+	failRoutes [3]Route
+	fib        fib
 	// rpdb holds each family's routing rules (rules.go); nil means the
 	// kernel's default rules.
 	rpdb [2][]RouteRule
@@ -227,6 +230,7 @@ func NewHost(cfg HostConfig) *Host {
 	h.rng = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	h.rules[0], h.rules[1] = NewRuleset(IPv4), NewRuleset(IPv6)
 	h.loRoute = Route{Iface: "lo", Type: RouteLocal}
+	h.failRoutes = [3]Route{{Type: RouteBlackhole}, {Type: RouteUnreachable}, {Type: RouteProhibit}}
 	for hk := range Hook(numHooks) {
 		h.hookOrder[hk] = h.hookTables(hk)
 	}

@@ -107,10 +107,12 @@ func (h *Host) rejectReply(p *Packet, k rejectKind) (Packet, bool) {
 		}
 	}
 	if k != RejectTCPReset && !h.isLocal(p.Dst) {
-		back := h.route(p.Src)
-		if back == nil {
-			return Packet{}, false
+		// icmp_route_lookup: no source yet, mark 0, the error's TOS.
+		d := h.lookup(&flow{dst: p.Src, iif: "lo", tos: r.TOS, proto: uint8(r.Proto), uid: 0})
+		if d.reason != NoReason {
+			return Packet{}, false // no way back: icmp_send sends nothing
 		}
+		back := d.r
 		r.Src = h.sourceFor(back, p.Src)
 		if !r.Src.IsValid() {
 			return Packet{}, false

@@ -130,16 +130,20 @@ func routeFailure(r *Route) Reason {
 // unset). The result is the host's and is read only.
 func (h *Host) route(dst netip.Addr) *Route {
 	d := h.lookup(&flow{dst: dst, iif: "lo"})
-	if d.r == nil && d.reason != ReasonNoRoute {
-		return &failRoutes[d.reason]
+	if d.r == nil {
+		// A rule's blackhole, unreachable or prohibit action: a route of
+		// the type that fails the same way.
+		switch d.reason {
+		case ReasonBlackhole:
+			return &h.failRoutes[0]
+		case ReasonNetUnreachable:
+			return &h.failRoutes[1]
+		case ReasonProhibited:
+			return &h.failRoutes[2]
+		}
 	}
 	return d.r
 }
-
-// failRoutes stand for the failures of rule actions where a *Route is
-// expected: a route of the type that fails the same way.
-var failRoutes = [...]Route{ReasonBlackhole: {Type: RouteBlackhole}, ReasonNetUnreachable: {Type: RouteUnreachable},
-	ReasonProhibited: {Type: RouteProhibit}, ReasonReversePath: {}}
 
 // routeScan is route by a walk over the main and local tables, the
 // reference the compiled IPv4 table is tested against.

@@ -190,8 +190,18 @@ func (h *Host) SetRules(f Family, rules []RouteRule) error {
 			return fmt.Errorf("rule %d: %w", n+1, err)
 		}
 	}
+	if slices.Equal(h.rpdb[famIdx(f)], defaultRules(f)) {
+		// The default rules as a node lists them: the host routes as the
+		// kernel does without rules of its own (the compiled tables, and
+		// rp_filter=0 checking only the host's addresses).
+		h.rpdb[famIdx(f)] = nil
+	}
 	return nil
 }
+
+// DefaultRules reports whether the routing rules of family f are the
+// kernel's default rules.
+func (h *Host) DefaultRules(f Family) bool { return h.rpdb[famIdx(f)] == nil }
 
 func checkRule(r *RouteRule) error {
 	if r.Family != IPv4 && r.Family != IPv6 {
@@ -362,7 +372,9 @@ func (h *Host) lookup(k *flow) decision {
 		if d.r == nil || d.r.Type == RouteThrow {
 			continue
 		}
-		if r.HasSuppress && d.dst.Bits() <= r.SuppressLen {
+		// A blackhole, unreachable or prohibit route ends the lookup as
+		// the error it is: only a route found is suppressed.
+		if r.HasSuppress && routeFailure(d.r) == NoReason && d.dst.Bits() <= r.SuppressLen {
 			continue
 		}
 		d.rule = int32(r.Priority)

@@ -340,4 +340,93 @@ func TestPolicyRoutingAllocs(t *testing.T) {
 	p := Packet{Proto: inet.UDP, Src: adr("10.244.1.5"), Dst: adr("8.8.8.8"), SrcPort: 1, DstPort: 2, TTL: 64}
 	require.Equal(t, Forwarded, h.Receive("eth1", p).Disposition)
 	assert.Zero(t, testing.AllocsPerRun(100, func() { h.Receive("eth1", p) }))
+	// A local packet rerouted after mangle OUTPUT set its mark.
+	require.NoError(t, h.Restore(IPv4, []byte("*mangle\n-A OUTPUT -j MARK --set-mark 1\nCOMMIT\n"), RestoreOptions{}))
+	q := Packet{Proto: inet.UDP, Dst: adr("8.8.8.8"), SrcPort: 1, DstPort: 2, TTL: 64}
+	var res Result
+	h.SendTo(&res, &q)
+	require.Equal(t, "wg0", res.Packet.Out)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { h.SendTo(&res, &q) }))
+}
+
+// suppress_prefixlength skips only routes found: a blackhole,
+// unreachable or prohibit route ends the lookup with its error.
+func TestRouteSuppressKeepsErrors(t *testing.T) {
+	h := policyHost(t, HostConfig{})
+	require.NoError(t, h.AddRoute(Route{Dst: pfx("0.0.0.0/0"), Type: RouteUnreachable, Table: 100}))
+	require.NoError(t, h.AddRule(RouteRule{Family: IPv4, Priority: 10, Table: 100, HasSuppress: true}))
+	res := sendOut(h, Packet{Dst: adr("8.8.8.8")})
+	assert.Equal(t, ReasonUnreachable, res.Reason)
+	h = policyHost(t, HostConfig{})
+	require.NoError(t, h.AddRoute(Route{Dst: pfx("0.0.0.0/0"), Iface: "wg0", Table: 100}))
+	require.NoError(t, h.AddRule(RouteRule{Family: IPv4, Priority: 10, Table: 100, HasSuppress: true}))
+	assert.Equal(t, "eth0", sendOut(h, Packet{Dst: adr("8.8.8.8")}).Packet.Out)
+}
+
+// Istio/Cilium's steering without TPROXY: "-m socket --transparent -j
+// MARK" finds the transparent socket bound to the foreign address (a
+// wildcard listener does not count without --nowildcard), the mark
+// selects table 133 with its local route, and the packet is delivered
+// instead of forwarded.
+func TestRouteSocketMarkSteering(t *testing.T) {
+	h := policyHost(t, HostConfig{})
+	require.NoError(t, h.AddSocket(Socket{Proto: inet.TCP, Addr: adr("93.184.216.34"), Port: 80, Transparent: true}))
+	require.NoError(t, h.AddRoute(Route{Dst: pfx("0.0.0.0/0"), Iface: "lo", Type: RouteLocal, Table: 133}))
+	require.NoError(t, h.AddRule(RouteRule{Family: IPv4, Priority: 32000, HasMark: true, Mark: 1337, Mask: ^uint32(0), Table: 133}))
+	require.NoError(t, h.Restore(IPv4, []byte("*mangle\n-A PREROUTING -p tcp -m socket --transparent -j MARK --set-mark 1337\nCOMMIT\n"), RestoreOptions{}))
+	p := Packet{Proto: inet.TCP, Src: adr("10.244.1.5"), Dst: adr("93.184.216.34"), SrcPort: 40000, DstPort: 80, TTL: 64, TCPFlags: inet.SYN}
+	h.Tracing = true
+	res := h.Receive("eth1", p)
+	assert.Equal(t, Delivered, res.Disposition)
+	assert.Equal(t, uint32(1337), res.Packet.Mark)
+	assert.Equal(t, RouteChoice{Hook: Prerouting, Rule: 32000, Table: 133, Dst: pfx("0.0.0.0/0"), Dev: "lo", Type: RouteLocal}, res.Routes[0])
+	p.DstPort = 443
+	res = h.Receive("eth1", p)
+	assert.Equal(t, Forwarded, res.Disposition)
+	assert.Equal(t, "eth0", res.Packet.Out)
+}
+
+// Bad routing rules and routes are refused with what is wrong, never a
+// panic.
+func TestRouteRuleErrors(t *testing.T) {
+	h := NewHost(HostConfig{})
+	for _, r := range []RouteRule{
+		{Family: IPv4, Priority: 1, TOS: 0x20, Table: 1},
+		{Family: IPv4, Priority: 1, TOS: 0x02, Table: 1},
+		{Family: IPv6, Priority: 1, TOS: 0x01, Table: 1},
+		{Family: IPv4, Priority: 1, SPort: PortRange{Lo: 9, Hi: 1}, Table: 1},
+		{Family: IPv4, Priority: 1, HasUIDs: true, UIDs: UIDRange{Lo: 9, Hi: 1}, Table: 1},
+		{Family: IPv4, Priority: 1, HasSuppress: true, SuppressLen: 129, Table: 1},
+		{Family: IPv4, Priority: 1, Action: RuleProhibit + 1},
+		{Family: IPv4, Priority: 1, IIF: "a/b", Table: 1},
+	} {
+		assert.Error(t, h.AddRule(r), "%+v", r)
+	}
+	for _, r := range []Route{
+		{Dst: pfx("10.0.0.0/8"), Iface: "nope"},
+		{Dst: pfx("10.0.0.0/8"), Type: RouteThrow + 1},
+		{Dst: pfx("10.0.0.0/8"), Type: RouteBlackhole, Gateway: adr("fd00::1")},
+		{Dst: pfx("10.0.0.0/8"), Type: RouteBlackhole, Src: adr("fd00::1")},
+		{},
+	} {
+		assert.Error(t, h.AddRoute(r), "%+v", r)
+	}
+	assert.Error(t, h.SetRules(IPv4, []RouteRule{{Family: IPv6, Table: 1}}))
+	assert.Len(t, h.Rules(IPv4), 0, "SetRules left what it had set before the error")
+	require.NoError(t, h.SetRules(IPv4, nil))
+	assert.Len(t, h.Rules(IPv4), 3)
+}
+
+// A snapshot's rules that are the defaults leave the host as without
+// rules: a 127.0.0.0/8 source other than 127.0.0.1 is no martian with
+// route_localnet=1 (the kernel checks only its addresses then).
+func TestSetRulesDefaults(t *testing.T) {
+	h := policyHost(t, HostConfig{})
+	require.NoError(t, h.SetRules(IPv4, defaultRules(IPv4)))
+	assert.True(t, h.DefaultRules(IPv4))
+	p := Packet{Proto: inet.UDP, Src: adr("127.0.0.5"), Dst: adr("10.244.1.5"), SrcPort: 1, DstPort: 2, TTL: 64}
+	assert.Equal(t, Forwarded, h.Receive("eth0", p).Disposition)
+	require.NoError(t, h.SetRules(IPv4, append(defaultRules(IPv4), RouteRule{Family: IPv4, Priority: 5, Table: 100})))
+	assert.False(t, h.DefaultRules(IPv4))
+	assert.Equal(t, ReasonMartianSource, h.Receive("eth0", p).Reason, "with rules of its own the kernel checks the source fully: 127.0.0.0/8 is local")
 }

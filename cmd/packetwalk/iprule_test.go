@@ -204,3 +204,38 @@ func TestTracePolicyNode(t *testing.T) {
 		"forwarded rule=5210 table=main dst=0.0.0.0/0 dev=eth0 via=192.168.10.254 error=null",
 	}, got)
 }
+
+// Whatever the arguments or JSON, the parsers return a rule or route the
+// host takes, or an error; never a panic.
+func FuzzIPRuleArgs(f *testing.F) {
+	for _, s := range []string{"fwmark 0x1/0x1 lookup 100 priority 100", "not from 10.0.0.0/8 to fd00::/8", "-6 dsfield 0x20 goto 5",
+		"uidrange 1-2 sport 1-2 dport 3 ipproto tcp iif eth0 oif eth1 suppress_prefixlength 0", "type unreachable", "lookup"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := parseIPRuleArgs(s, defaultTableNames())
+		if err == nil {
+			_ = netfilter.NewHost(netfilter.HostConfig{}).AddRule(r)
+		}
+		rt, err := parseIPRouteArgs(s, defaultTableNames())
+		if err == nil {
+			h := netfilter.NewHost(netfilter.HostConfig{})
+			_ = h.AddInterface("eth0", netip.MustParsePrefix("10.0.0.1/24"))
+			_ = h.AddRoute(rt)
+		}
+	})
+}
+
+func FuzzIPRuleJSON(f *testing.F) {
+	if data, err := os.ReadFile("testdata/policy/ip-rule.json"); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte(`[{"priority":1,"src":"1.2.3.4","srclen":99,"table":"x"}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rs, err := parseIPRuleJSON(data, netfilter.IPv4, defaultTableNames())
+		if err == nil {
+			_ = netfilter.NewHost(netfilter.HostConfig{}).SetRules(netfilter.IPv4, rs)
+		}
+		_, _ = parseIPRouteJSON(data, defaultTableNames())
+	})
+}

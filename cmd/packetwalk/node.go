@@ -455,7 +455,7 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 		if err != nil {
 			return nil, &inputError{file: displayName(rf.file), err: err}
 		}
-		nd.policy = true
+		nd.policy = nd.policy || !h.DefaultRules(rf.fam)
 	}
 	for _, a := range n.ipRules {
 		r, err := parseIPRuleArgs(a, names)
