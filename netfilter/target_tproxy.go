@@ -86,8 +86,7 @@ func (t *TPROXYTarget) Name() string { return "TPROXY" }
 // socket of the packet's own addresses wins (the packets after the first
 // of a proxied connection); else the listener of the address and port the
 // rule names, the address 0 (::) standing for the receiving interface's
-// first address (in the kernel, its primary IPv4 address, or its first
-// usable IPv6 one), not the packet's destination, and the port 0 for the
+// first address (Host.firstAddr), not the packet's destination, and the port 0 for the
 // packet's. A socket found and transparent takes the packet: the mark is
 // set ((mark & ~mask) ^ value) and the table ends as with ACCEPT; the
 // routing decision must then deliver the packet locally, or it is
@@ -116,14 +115,29 @@ func (t *TPROXYTarget) apply(c *evalCtx) verdict {
 	return vAccept
 }
 
-// firstAddr is the first address of family f on interface iface (lo has
-// 127.0.0.1 and ::1), or the zero Addr.
+// firstAddr is the address TPROXY takes for --on-ip 0 on interface
+// iface, or the zero Addr: for IPv4 the first address (the primary one of
+// the first subnet added); for IPv6 the head of the kernel's address
+// list, which keeps wider scopes first (link-local before global) and,
+// within a scope, the address added last first (docs/kernel-notes.md).
+// lo has 127.0.0.1 and ::1.
 func (h *Host) firstAddr(iface string, f Family) netip.Addr {
 	if i := h.byName[iface]; i != nil {
+		var best netip.Addr
 		for _, a := range i.Addrs {
-			if a.Addr().Is4() == (f == IPv4) {
-				return a.Addr()
+			x := a.Addr()
+			if x.Is4() != (f == IPv4) {
+				continue
 			}
+			if f == IPv4 {
+				return x
+			}
+			if !best.IsValid() || x.IsLinkLocalUnicast() || !best.IsLinkLocalUnicast() {
+				best = x
+			}
+		}
+		if best.IsValid() {
+			return best
 		}
 	}
 	if iface == "lo" {

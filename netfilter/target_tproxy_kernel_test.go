@@ -220,3 +220,68 @@ func TestTPROXYHandshakeKernel(t *testing.T) {
 	divergences += compareMangle(t, lab, h)
 	t.Logf("3 packets, %s", fmt.Sprintf("%d divergences", divergences))
 }
+
+// TestTPROXY6Kernel: IPv6 TPROXY without --on-ip takes the receiving
+// interface's newest global address (fd00:10::9, added after the lab's
+// fd00:10::1), which a transparent socket bound to it or to :: receives.
+// Compared: the receiving socket and every mangle counter.
+func TestTPROXY6Kernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-tproxy6"})
+	for _, c := range []string{"-6 addr add fd00:10::9/64 dev eth0 nodad", "-6 route add local ::/0 dev lo table 100", "-6 rule add fwmark 1 lookup 100"} {
+		_, stderr, err := lab.Node().Exec("", append([]string{"ip"}, strings.Fields(c)...)...)
+		require.NoError(t, err, "ip %s: %s", c, stderr)
+	}
+	const rules = "*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+		"-A PREROUTING -p udp --dport 53 -j TPROXY --on-port 5000 --tproxy-mark 1\n-A PREROUTING -p udp\n-A INPUT -p udp\n-A FORWARD -p udp\nCOMMIT\n"
+	a := netip.MustParseAddr
+	divergences := 0
+	for _, tc := range []struct {
+		bind string
+		want bool
+	}{{"::", true}, {"fd00:10::9", true}, {"fd00:10::1", false}} {
+		t.Run(tc.bind, func(t *testing.T) {
+			require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv6: rules}))
+			sock := Socket{Proto: inet.UDP, Addr: a(tc.bind), Port: 5000, Transparent: true}
+			ks, err := lab.Node().OpenSocket(kernelSocketSpec(sock))
+			require.NoError(t, err)
+			defer ks.Close()
+			p := Packet{Proto: inet.UDP, Src: a("fd00:10::2"), Dst: a("2001:db8::9"), SrcPort: 40000, DstPort: 53, TTL: 64, Length: 50}
+			f, err := lab.Frame(kerneltest.FrameSpec{Proto: "udp", Src: p.Src, Dst: p.Dst, SrcPort: p.SrcPort, DstPort: p.DstPort, PayloadLen: 2})
+			require.NoError(t, err)
+			_, err = lab.Exchange(f)
+			require.NoError(t, err)
+			ds, err := ks.Datagrams()
+			require.NoError(t, err)
+			kernel := len(ds) == 1
+			if kernel {
+				assert.Equal(t, netip.AddrPortFrom(p.Dst, p.DstPort), ds[0].OrigDst)
+			}
+			assert.Equal(t, tc.want, kernel, "the case's expectation is the kernel's")
+
+			h := NewHost(HostConfig{})
+			require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("fd00:10::1/64"), netip.MustParsePrefix("fd00:10::9/64")))
+			require.NoError(t, h.AddInterface("eth1", netip.MustParsePrefix("fd00:244::1/64")))
+			require.NoError(t, h.AddRoute(Route{Dst: netip.MustParsePrefix("::/0"), Iface: "lo", Type: RouteLocal, Table: 100}))
+			require.NoError(t, h.AddRule(RouteRule{Family: IPv6, AutoPriority: true, HasMark: true, Mark: 1, Mask: ^uint32(0), Table: 100}))
+			require.NoError(t, h.AddSocket(sock))
+			require.NoError(t, h.Restore(IPv6, []byte(rules), RestoreOptions{}))
+			res := h.Receive("eth0", p)
+			if !assert.Equal(t, kernel, res.Socket != nil, "received: kernel (want) vs packetwalk (%s %s)", res.Disposition, res.Reason) {
+				divergences++
+			}
+			kc, err := lab.Counters6()
+			require.NoError(t, err)
+			for _, ch := range h.Ruleset(IPv6).Table(Mangle).Chains() {
+				for i, r := range ch.Rules {
+					want, ok := kc.Rule("mangle", ch.Name, i+1)
+					require.True(t, ok)
+					if !assert.Equal(t, want.Packets, r.Counters.Packets, "mangle %s rule %d", ch.Name, i+1) {
+						divergences++
+					}
+				}
+			}
+		})
+	}
+	t.Logf("3 cases, %d divergences", divergences)
+}

@@ -183,3 +183,25 @@ func TestSocketValidation(t *testing.T) {
 	assert.ErrorIs(t, err, ErrBadValue)
 	assert.Empty(t, h.Sockets())
 }
+
+// TestTPROXY6: without --on-ip, IPv6 TPROXY looks for the listener at
+// the receiving interface's newest global address (TestTPROXY6Kernel).
+func TestTPROXY6(t *testing.T) {
+	a := netip.MustParseAddr
+	for bind, want := range map[string]bool{"::": true, "fd00:10::9": true, "fd00:10::1": false} {
+		h := NewHost(HostConfig{})
+		require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("fd00:10::1/64"), netip.MustParsePrefix("fd00:10::9/64")))
+		require.NoError(t, h.AddRoute(Route{Dst: netip.MustParsePrefix("::/0"), Iface: "lo", Type: RouteLocal, Table: 100}))
+		require.NoError(t, h.AddRule(RouteRule{Family: IPv6, AutoPriority: true, HasMark: true, Mark: 1, Mask: ^uint32(0), Table: 100}))
+		require.NoError(t, h.AddSocket(Socket{Proto: inet.UDP, Addr: a(bind), Port: 5000, Transparent: true}))
+		require.NoError(t, h.Restore(IPv6, []byte("*mangle\n-A PREROUTING -p udp --dport 53 -j TPROXY --on-port 5000 --tproxy-mark 1\nCOMMIT\n"), RestoreOptions{}))
+		res := h.Receive("eth0", Packet{Proto: inet.UDP, Src: a("fd00:10::2"), Dst: a("2001:db8::9"), SrcPort: 40000, DstPort: 53, TTL: 64})
+		assert.Equal(t, want, res.Disposition == Delivered, bind)
+		assert.Equal(t, want, res.Socket != nil, bind)
+	}
+	h := NewHost(HostConfig{})
+	require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("fd00:10::1/64"), netip.MustParsePrefix("fe80::1/64"), netip.MustParsePrefix("fd00:10::9/64")))
+	assert.Equal(t, a("fe80::1"), h.firstAddr("eth0", IPv6), "the link-local scope heads the list")
+	assert.Equal(t, netip.Addr{}, h.firstAddr("eth0", IPv4))
+	assert.Equal(t, a("127.0.0.1"), h.firstAddr("lo", IPv4))
+}
