@@ -111,3 +111,60 @@ func TestTEEKernel(t *testing.T) {
 	}
 	t.Logf("%d cases, %d divergences", len(teeCases), divergences)
 }
+
+// TestTEE6Kernel: IPv6 TEE in PREROUTING, to the node and through it:
+// the copies at the server's side (hop limit lowered), every counter.
+func TestTEE6Kernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-tee6"})
+	divergences := 0
+	for _, tc := range []struct{ dst, want string }{{"fd00:10::1", "eth1:63"}, {"fd00:244::5", "eth1:63 eth1:63"}} {
+		t.Run(tc.dst, func(t *testing.T) {
+			rules := teeRules("PREROUTING", "-j TEE --gateway fd00:244::5")
+			require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv6: rules}))
+			src, dst := netip.MustParseAddr("fd00:10::2"), netip.MustParseAddr(tc.dst)
+			f, err := lab.Frame(kerneltest.FrameSpec{Proto: "udp", Src: src, Dst: dst, SrcPort: 40000, DstPort: 53, PayloadLen: 2})
+			require.NoError(t, err)
+			obs, err := lab.Exchange(f)
+			require.NoError(t, err)
+			var frames []string
+			for _, c := range append(obs.Client, obs.Server...) {
+				if c.Summary.Proto == 17 && c.Summary.SrcPort == 40000 {
+					frames = append(frames, fmt.Sprintf("%s:%d", map[kerneltest.Side]string{kerneltest.Client: "eth0", kerneltest.Server: "eth1"}[c.Side], c.Summary.TTL))
+				}
+			}
+			kernel := sortedJoin(frames)
+			assert.Equal(t, tc.want, kernel, "the case's expectation is the kernel's")
+
+			h := NewHost(HostConfig{})
+			require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("fd00:10::1/64")))
+			require.NoError(t, h.AddInterface("eth1", netip.MustParsePrefix("fd00:244::1/64")))
+			require.NoError(t, h.Restore(IPv6, []byte(rules), RestoreOptions{}))
+			res := h.Receive("eth0", Packet{Proto: inet.UDP, Src: src, Dst: dst, SrcPort: 40000, DstPort: 53, TTL: 64, Length: 50})
+			var out []string
+			if res.Disposition == Forwarded {
+				out = append(out, fmt.Sprintf("%s:%d", res.Packet.Out, res.Packet.TTL))
+			}
+			for _, e := range res.Emitted {
+				out = append(out, fmt.Sprintf("%s:%d", e.Out, e.TTL))
+			}
+			if !assert.Equal(t, kernel, sortedJoin(out), "frames leaving: kernel (want) vs packetwalk") {
+				divergences++
+			}
+			kc, err := lab.Counters6()
+			require.NoError(t, err)
+			for _, tbl := range h.Ruleset(IPv6).Tables() {
+				for _, ch := range tbl.Chains() {
+					for i, r := range ch.Rules {
+						want, ok := kc.Rule(tbl.ID().String(), ch.Name, i+1)
+						require.True(t, ok)
+						if !assert.Equal(t, want.Packets, r.Counters.Packets, "%s %s rule %d", tbl.ID(), ch.Name, i+1) {
+							divergences++
+						}
+					}
+				}
+			}
+		})
+	}
+	t.Logf("2 cases, %d divergences", divergences)
+}
