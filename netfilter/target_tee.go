@@ -1,6 +1,7 @@
 package netfilter
 
 import (
+	"fmt"
 	"net/netip"
 )
 
@@ -43,6 +44,11 @@ func (t *TEETarget) set(c *ruleCtx, opt string, _ bool, args []string) error {
 func (t *TEETarget) done(*ruleCtx) (any, error) {
 	if !t.Gateway.IsValid() {
 		return nil, mustSpecify("TEE", "--gateway")
+	}
+	if t.Gateway.IsUnspecified() {
+		// xt_TEE's checkentry refuses the all-zero gateway
+		// (iptables-restore: RULE_APPEND failed (Invalid argument)).
+		return nil, fmt.Errorf("%w: TEE --gateway %s (the kernel refuses the unspecified address)", ErrBadValue, t.Gateway)
 	}
 	return t, nil
 }

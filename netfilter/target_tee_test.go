@@ -39,3 +39,13 @@ func TestTEEOIFRefused(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotModelled)
 	assert.ErrorContains(t, err, "TEE: --oif")
 }
+
+// TestTEEZeroGateway: the kernel refuses --gateway 0.0.0.0 and :: (found
+// by the grammar differential).
+func TestTEEZeroGateway(t *testing.T) {
+	for f, gw := range map[Family]string{IPv4: "0.0.0.0", IPv6: "::"} {
+		_, err := ParseRestore(f, []byte("*mangle\n-A PREROUTING -j TEE --gateway "+gw+"\nCOMMIT\n"))
+		assert.ErrorIs(t, err, ErrBadValue, gw)
+		assert.ErrorContains(t, err, "the kernel refuses the unspecified address")
+	}
+}
