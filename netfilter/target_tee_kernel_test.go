@@ -168,3 +168,40 @@ func TestTEE6Kernel(t *testing.T) {
 	}
 	t.Logf("2 cases, %d divergences", divergences)
 }
+
+// TestHMARKCTKernel: HMARK --hmark-tuple ct on a MASQUERADEd connection:
+// the first packet from the client and the server's reply, seen in mangle
+// PREROUTING, and the FORWARD counters of each possible mark.
+func TestHMARKCTKernel(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-hmct"})
+	divergences := 0
+	for _, tuple := range []string{"--hmark-tuple ct", "--hmark-tuple src,dst,sport,dport,proto"} {
+		t.Run(tuple, func(t *testing.T) {
+			rules := "*mangle\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+				hmarkRules(tuple+" --hmark-rnd 0xfeedcafe") + "COMMIT\n*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+				"-A POSTROUTING -o eth1 -j MASQUERADE\nCOMMIT\n"
+			require.NoError(t, lab.ResetRuleset(kerneltest.Ruleset{IPv4: rules}))
+			h := teeHost(t, rules)
+			client, server, node := netip.MustParseAddr("192.168.10.2"), netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("10.244.1.1")
+			f, err := lab.Frame(kerneltest.FrameSpec{Proto: "tcp", Src: client, Dst: server, SrcPort: 40000, DstPort: 80, TCPFlags: "SYN", Seq: 1})
+			require.NoError(t, err)
+			obs, err := lab.Exchange(f)
+			require.NoError(t, err)
+			require.Len(t, obs.Server, 1)
+			out := obs.Server[0].Summary
+			res := h.Receive("eth0", Packet{Proto: inet.TCP, Src: client, Dst: server, SrcPort: 40000, DstPort: 80, TCPFlags: inet.SYN, Seq: 1, TTL: 64})
+			require.Equal(t, node, res.Packet.Src)
+			require.Equal(t, out.SrcPort, res.Packet.SrcPort, "MASQUERADE's port")
+			rf, err := lab.FrameFrom(kerneltest.Server, kerneltest.FrameSpec{Proto: "tcp", Src: server, Dst: node, SrcPort: 80, DstPort: out.SrcPort, TCPFlags: "SYN,ACK", Seq: 500, Ack: 2})
+			require.NoError(t, err)
+			require.NoError(t, lab.InjectFrom(kerneltest.Server, rf))
+			_, err = lab.Settle()
+			require.NoError(t, err)
+			res = h.Receive("eth1", Packet{Proto: inet.TCP, Src: server, Dst: node, SrcPort: 80, DstPort: out.SrcPort, TCPFlags: inet.SYN | inet.ACK, Seq: 500, TTL: 64})
+			require.Equal(t, Forwarded, res.Disposition)
+			divergences += compareAllCounters(t, lab, h, true)
+		})
+	}
+	t.Logf("2 cases, %d divergences", divergences)
+}
