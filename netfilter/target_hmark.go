@@ -230,7 +230,6 @@ func prefixWords(bits, n int, given bool) [4]uint32 {
 // Name implements Target.
 func (t *HMARKTarget) Name() string { return "HMARK" }
 
-
 func hex0(b []byte, v uint32, width int) []byte {
 	b = append(b, "0x"...)
 	if width > 0 {
