@@ -124,6 +124,11 @@ const (
 	// (HostConfig.RPFilter): the route back to the source fails the
 	// check.
 	ReasonReversePath
+	// ReasonSocketNotLocal: "assigned to a local socket, not forwarded":
+	// a packet TPROXY gave to a local socket that the routing decision
+	// would forward (no local route for its mark, say), dropped before
+	// FORWARD.
+	ReasonSocketNotLocal
 )
 
 var reasonNames = [...]string{
@@ -149,6 +154,7 @@ var reasonNames = [...]string{
 	ReasonNoBridgePort:         "no bridge port",
 	ReasonNetUnreachable:       "network unreachable",
 	ReasonReversePath:          "reverse path filter",
+	ReasonSocketNotLocal:       "assigned to a local socket, not forwarded",
 }
 
 // String returns the reason's text ("TTL exceeded", "martian source"...),

@@ -42,8 +42,10 @@
 //     tables with the packet's mark at that moment; with only the default
 //     rules the IPv4 tables compiled to integer prefixes, route.go;
 //     Host.validSource for rp_filter and accept_local; a failure answered
-//     with ICMP unreachable), then INPUT (delivered) or, after the TTL check,
-//     FORWARD and POSTROUTING (forwarded). A packet failing the TTL check
+//     with ICMP unreachable), then INPUT (delivered, Result.Socket naming
+//     the local socket it reaches: the one TPROXY assigned, walk.sock, or
+//     the lookup of match_socket.go) or, after the TTL check, FORWARD and
+//     POSTROUTING (forwarded; a packet TPROXY assigned is dropped instead). A packet failing the TTL check
 //     is answered with an ICMP time exceeded (Host.timeExceededReply in
 //     reject.go), sent like REJECT's replies.
 //   - Sent: routing first (the source address is chosen by Host.sourceFor

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/packetwalk/packetwalk/conntrack"
+	"github.com/packetwalk/packetwalk/inet"
 )
 
 // Registrations at a hook besides the tables: the conntrack lookup and
@@ -439,7 +440,7 @@ func (h *Host) admit(p *Packet, iface string) error {
 // refuse writes the result of a packet the host refused to walk.
 func refuse(res *Result, err error) {
 	res.Verdict, res.Disposition, res.Reason, res.Err = VerdictRefused, Refused, ReasonRefused, err
-	res.Where, res.Emitted, res.Trace, res.Conn, res.Via = Step{}, nil, nil, nil, netip.Addr{}
+	res.Where, res.Emitted, res.Trace, res.Conn, res.Via, res.Socket = Step{}, nil, nil, nil, netip.Addr{}, nil
 }
 
 // walk sends w.res.Packet through the host and writes what happened into
@@ -449,9 +450,9 @@ func (h *Host) walk(w *walk, local bool) {
 	w.where = place{}
 	// Explain's outcomes list their paths' steps whatever Tracing says.
 	w.cur, w.notrack, w.loopback, w.attached, w.tracing = conntrack.Info{}, false, false, false, h.Tracing || h.explaining
-	w.routes, w.hasOut = w.routes[:0], false
+	w.routes, w.hasOut, w.sock, w.dup = w.routes[:0], false, nil, false
 	res := w.res
-	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err = VerdictAccept, 0, NoReason, nil, nil, nil
+	res.Verdict, res.Disposition, res.Reason, res.Conn, res.Trace, res.Err, res.Socket = VerdictAccept, 0, NoReason, nil, nil, nil, nil
 	res.Via = netip.Addr{}
 	res.Emitted = res.Emitted[:0]
 	p := w.pkt
@@ -519,6 +520,7 @@ func (h *Host) walkHooks(w *walk, local bool) {
 				return
 			}
 			res.Disposition = Delivered
+			h.deliverToSocket(w)
 			return
 		}
 		res.Disposition, res.Via = Sent, w.out.r.Gateway
@@ -545,9 +547,34 @@ func (h *Host) walkHooks(w *walk, local bool) {
 			return
 		}
 		res.Disposition = Delivered
+		h.deliverToSocket(w)
+		return
+	}
+	if w.sock != nil && d.reason == NoReason {
+		// ip_forward drops a packet that TPROXY assigned to a local
+		// socket, before FORWARD (docs/kernel-notes.md).
+		res.Verdict, res.Disposition, res.Reason = VerdictDrop, Dropped, ReasonSocketNotLocal
+		w.where = place{hook: Prerouting, action: Action{Kind: ActionRoute}}
 		return
 	}
 	h.forwardRouted(w, d)
+}
+
+// deliverToSocket names the local socket a delivered packet reaches
+// (Result.Socket): the one TPROXY assigned it to, else the transport's
+// lookup, a connected socket first, then a listener of its destination
+// (which need not be transparent). It is left nil when the host has no
+// sockets, or none fits.
+func (h *Host) deliverToSocket(w *walk) {
+	if w.sock != nil {
+		w.res.Socket = w.sock
+		return
+	}
+	p := w.pkt
+	if len(h.sockets) == 0 || p.Proto != inet.TCP && p.Proto != inet.UDP {
+		return
+	}
+	w.res.Socket = h.lookupSocket(p.Proto, p.Src, p.SrcPort, p.Dst, p.DstPort)
 }
 
 // forwardRouted forwards a received packet the input routing decision d
@@ -628,6 +655,13 @@ func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	if d.reason != NoReason {
 		return Packet{}, false
 	}
+	return h.sendRouted(w, r, d, false)
+}
+
+// sendRouted sends a generated packet r out by route d, as sendEmitted
+// says; dup marks TEE's copy, which is untracked (the kernel gives it the
+// untracked conntrack) and not copied again by a TEE it meets.
+func (h *Host) sendRouted(w *walk, r Packet, d decision, dup bool) (Packet, bool) {
 	g := h.beginWalk(nil)
 	defer h.endWalk()
 	p := g.pkt
@@ -638,10 +672,10 @@ func (h *Host) sendEmitted(w *walk, r Packet) (Packet, bool) {
 	// looks it up in OUTPUT. It inherits the offending packet's notrack.
 	// The kernel does not trace generated packets (they do not inherit
 	// nftrace); neither does the walk.
-	g.cur, g.notrack, g.loopback, g.attached, g.tracing = conntrack.Info{}, w.notrack, false, false, false
+	g.cur, g.notrack, g.loopback, g.attached, g.tracing = conntrack.Info{}, w.notrack || dup, false, false, false
 	g.trace, g.where = g.trace[:0], place{}
-	g.routes, g.out, g.outDst, g.hasOut = g.routes[:0], d, p.Dst, true
-	if e := w.cur.Entry; e != nil {
+	g.routes, g.out, g.outDst, g.hasOut, g.sock, g.dup = g.routes[:0], d, p.Dst, true, nil, dup
+	if e := w.cur.Entry; e != nil && !dup {
 		dir := conntrack.Reply
 		if w.cur.Dir == conntrack.Reply {
 			dir = conntrack.Original

@@ -1,7 +1,6 @@
 package netfilter
 
 import (
-	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -179,25 +178,60 @@ func TestRealIstio(t *testing.T) {
 	assert.True(t, returned, "ISTIO_OUTPUT rule 4 returns Envoy's packet")
 }
 
-// TestRealIstioTPROXY: the TPROXY variant parses and prints (TestGolden),
-// but a host refuses to load it by name; leniently, the TPROXY rule is a
-// placeholder and the socket, conntrack and MARK rules run.
+// TestRealIstioTPROXY: istio's TPROXY interception on the pod's side,
+// with "ip rule add fwmark 1337 lookup 133" and "ip route add local
+// 0.0.0.0/0 dev lo table 133", Envoy's transparent listener on 15006 and
+// the application's ordinary one on 8080. The SYN to 8080 finds no
+// socket for -m socket (the application's listener is a wildcard one), so
+// TPROXY gives it to Envoy with mark 1337, which the policy route delivers;
+// once Envoy has accepted the connection (its socket has the client's
+// destination as local address, transparent), the next packet matches -m
+// socket and goes through ISTIO_DIVERT. Without Envoy listening, TPROXY
+// drops the SYN.
 func TestRealIstioTPROXY(t *testing.T) {
+	a := netip.MustParseAddr
 	in, err := os.ReadFile(filepath.Join(goldenDir, "real-istio-tproxy.rules"))
 	require.NoError(t, err)
-	h := NewHost(HostConfig{})
-	require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("10.244.1.5/24")))
-	err = h.Restore(IPv4, in, RestoreOptions{})
-	require.Error(t, err)
-	assert.True(t, errors.Is(err, ErrNotModelled), "%v", err)
-	assert.Contains(t, err.Error(), "TPROXY")
-
-	require.NoError(t, h.Restore(IPv4, in, RestoreOptions{Lenient: LenientNeverMatch}))
-	ph := h.Placeholders(IPv4)
-	require.Len(t, ph, 1)
-	// An inbound SYN with a local socket is diverted: marked 1337 and accepted.
-	require.NoError(t, h.AddSocket(Socket{Proto: inet.TCP, Addr: netip.MustParseAddr("10.244.1.5"), Port: 8080}))
-	res := h.Receive("eth0", tcpSYN("10.244.2.7", 40000, "10.244.1.5", 8080))
+	newHost := func(envoy bool) *Host {
+		h := NewHost(HostConfig{})
+		require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("10.244.1.5/24")))
+		require.NoError(t, h.AddRoute(Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "eth0", Gateway: a("10.244.1.1")}))
+		require.NoError(t, h.AddRoute(Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Iface: "lo", Type: RouteLocal, Table: 133}))
+		require.NoError(t, h.AddRule(RouteRule{Family: IPv4, AutoPriority: true, HasMark: true, Mark: 1337, Mask: ^uint32(0), Table: 133}))
+		require.NoError(t, h.AddSocket(Socket{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 8080}))
+		if envoy {
+			require.NoError(t, h.AddSocket(Socket{Proto: inet.TCP, Addr: netip.IPv4Unspecified(), Port: 15006, Transparent: true}))
+		}
+		require.NoError(t, h.Restore(IPv4, in, RestoreOptions{}))
+		h.Tracing = true
+		return h
+	}
+	h := newHost(true)
+	syn := tcpSYN("10.244.2.7", 40000, "10.244.1.5", 8080)
+	res := h.Receive("eth0", syn)
 	assert.Equal(t, Delivered, res.Disposition)
-	assert.Equal(t, uint32(1337), res.Packet.Mark, "ISTIO_DIVERT's MARK")
+	assert.Equal(t, uint32(1337), res.Packet.Mark, "TPROXY's mark")
+	assert.Equal(t, uint16(8080), res.Packet.DstPort, "TPROXY does not rewrite the packet")
+	assert.True(t, tracedChain(res, "ISTIO_TPROXY"))
+	assert.False(t, tracedChain(res, "ISTIO_DIVERT"))
+	require.NotNil(t, res.Socket)
+	assert.Equal(t, uint16(15006), res.Socket.Port, "Envoy's listener has the SYN")
+	require.NotEmpty(t, res.Routes)
+	assert.Equal(t, TableLocal, res.Routes[0].Table, "the pod's own address: the local table answers first")
+
+	require.NoError(t, h.AddSocket(Socket{Proto: inet.TCP, Addr: a("10.244.1.5"), Port: 8080, Remote: netip.MustParseAddrPort("10.244.2.7:40000"), Transparent: true}))
+	ack := syn
+	ack.TCPFlags = inet.ACK
+	res = h.Receive("eth0", ack)
+	assert.Equal(t, Delivered, res.Disposition)
+	assert.True(t, tracedChain(res, "ISTIO_DIVERT"), "-m socket finds Envoy's connection")
+	assert.False(t, tracedChain(res, "ISTIO_TPROXY"))
+	assert.Equal(t, uint32(1337), res.Packet.Mark)
+	require.NotNil(t, res.Socket)
+	assert.Equal(t, netip.MustParseAddrPort("10.244.2.7:40000"), res.Socket.Remote)
+
+	res = newHost(false).Receive("eth0", syn)
+	assert.Equal(t, Dropped, res.Disposition, "no transparent listener on 15006")
+	assert.Equal(t, "ISTIO_TPROXY", res.Where.Chain)
+	assert.Equal(t, 1, res.Where.Rule)
 }

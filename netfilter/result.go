@@ -164,6 +164,11 @@ type Result struct {
 	// for a frame bridged without a routing decision, and for every other
 	// disposition.
 	Via netip.Addr
+	// Socket is the local socket a delivered packet reaches, when the
+	// host has sockets (Host.AddSocket): the one TPROXY assigned it to,
+	// else the connected socket of its addresses or the listener of its
+	// destination; nil otherwise. It points into the host's sockets.
+	Socket *Socket
 	// Err is why the host refused the packet without walking it, with
 	// Verdict VerdictRefused and Disposition Refused: a *PacketError
 	// wrapping ErrUnknownInterface or ErrBadPacket. It is nil for every

@@ -95,10 +95,8 @@ func TestExtTargetsUnmodelledRefusedAtLoad(t *testing.T) {
 		rules string
 		why   string
 	}{
-		{IPv4, "*filter\n-A INPUT -j TEE --gateway 10.0.0.1\nCOMMIT\n", "TEE: the copy sent to the gateway"},
-		{IPv4, "*mangle\n-A PREROUTING -p tcp -j TPROXY --on-port 1\nCOMMIT\n", "TPROXY: transparent proxying"},
+		{IPv4, "*filter\n-A INPUT -j TEE --gateway 10.0.0.1 --oif eth0\nCOMMIT\n", "TEE: --oif"},
 		{IPv4, "*filter\n-A INPUT -p tcp -j SYNPROXY\nCOMMIT\n", "SYNPROXY: the syncookie"},
-		{IPv4, "*mangle\n-A PREROUTING -j HMARK --hmark-tuple ct --hmark-mod 4 --hmark-rnd 7\nCOMMIT\n", "HMARK: --hmark-tuple ct"},
 	} {
 		rs, err := ParseRestore(tc.f, []byte(tc.rules))
 		require.NoError(t, err, "read and printed")
@@ -165,4 +163,46 @@ func TestNPTApply(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(50, func() {
 		h.Receive("eth0", UDP(netip.MustParseAddrPort("[fd00::2]:1"), netip.MustParseAddrPort("[fd00:96::5]:53")))
 	}))
+}
+
+// TestHMARKCT: --hmark-tuple ct hashes the connection's original source
+// and reply source with their ports, so a MASQUERADEd reply seen in mangle
+// PREROUTING (before nat restores its destination) gets the mark of its
+// connection's first packet, where the packet hash does not; a packet
+// without a connection keeps its mark (TestKernelRewriteTargets checks
+// the tracked and untracked cases against the kernel).
+func TestHMARKCT(t *testing.T) {
+	a := netip.MustParseAddr
+	load := func(tuple string) *Host {
+		h := NewHost(HostConfig{})
+		require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")))
+		require.NoError(t, h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24")))
+		require.NoError(t, h.Restore(IPv4, []byte("*mangle\n-A PREROUTING -j HMARK "+tuple+" --hmark-mod 1000 --hmark-rnd 0xfeedcafe\nCOMMIT\n"+
+			"*nat\n-A POSTROUTING -o eth1 -j MASQUERADE\nCOMMIT\n"), RestoreOptions{}))
+		return h
+	}
+	first := Packet{Proto: inet.TCP, Src: a("192.168.10.2"), Dst: a("10.244.1.5"), SrcPort: 40000, DstPort: 80, TCPFlags: inet.SYN, TTL: 64}
+	reply := Packet{Proto: inet.TCP, Src: a("10.244.1.5"), Dst: a("10.244.1.1"), SrcPort: 80, TCPFlags: inet.SYN | inet.ACK, TTL: 64}
+	for _, tuple := range []string{"--hmark-tuple ct", "--hmark-tuple src,dst,sport,dport,proto"} {
+		h := load(tuple)
+		res := h.Receive("eth0", first)
+		require.Equal(t, Forwarded, res.Disposition)
+		mark := res.Packet.Mark
+		assert.NotZero(t, mark)
+		r := reply
+		r.DstPort = res.Packet.SrcPort // MASQUERADE's port
+		res = h.Receive("eth1", r)
+		require.Equal(t, Forwarded, res.Disposition, tuple)
+		if tuple == "--hmark-tuple ct" {
+			assert.Equal(t, mark, res.Packet.Mark, "the connection's mark")
+		} else {
+			assert.NotEqual(t, mark, res.Packet.Mark, "the masqueraded address hashed")
+		}
+	}
+	// Without a rule needing conntrack nothing is tracked: no mark.
+	h := NewHost(HostConfig{})
+	require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")))
+	require.NoError(t, h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24")))
+	require.NoError(t, h.Restore(IPv4, []byte("*mangle\n-A PREROUTING -j HMARK --hmark-tuple ct --hmark-mod 1000 --hmark-rnd 1\nCOMMIT\n"), RestoreOptions{}))
+	assert.Zero(t, h.Receive("eth0", first).Packet.Mark)
 }

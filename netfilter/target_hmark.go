@@ -230,13 +230,6 @@ func prefixWords(bits, n int, given bool) [4]uint32 {
 // Name implements Target.
 func (t *HMARKTarget) Name() string { return "HMARK" }
 
-func (t *HMARKTarget) unmodelled() string {
-	if t.Flags&HMARKCT != 0 {
-		return "--hmark-tuple ct (hashing the connection's tuples) is not modelled"
-	}
-	return ""
-}
-
 func hex0(b []byte, v uint32, width int) []byte {
 	b = append(b, "0x"...)
 	if width > 0 {
@@ -345,6 +338,9 @@ func addrWord(a netip.Addr, m *[4]uint32) uint32 {
 
 func (t *HMARKTarget) apply(c *evalCtx) verdict {
 	p := c.pkt
+	if t.Flags&HMARKCT != 0 {
+		return t.applyCT(c)
+	}
 	proto, src, dst := p.Proto, p.Src, p.Dst
 	sport, dport, ports := p.SrcPort, p.DstPort, (p.Proto).HasPorts()
 	if (proto == inet.ICMP || proto == inet.ICMPv6) && p.Inner.Proto != 0 {
@@ -361,23 +357,33 @@ func (t *HMARKTarget) apply(c *evalCtx) verdict {
 			// their mark (docs/kernel-notes.md).
 			return vContinue
 		}
-		raw := uint32(sport)<<16 | uint32(dport)
-		mask := t.SPIMask
-		if t.Flags&HMARKSPIMask == 0 {
-			mask = uint32(t.SPortMask)<<16 | uint32(t.DPortMask)
-		}
-		set := t.SPI
-		if t.Flags&HMARKSPI == 0 {
-			set = uint32(t.SPort)<<16 | uint32(t.DPort)
-		}
-		v := raw&mask | set
-		s, d := uint16(v>>16), uint16(v)
-		if d > s {
-			uports = uint32(d)<<16 | uint32(s)
-		} else {
-			uports = uint32(s)<<16 | uint32(d)
-		}
+		uports = t.swapPorts(uint32(sport)<<16 | uint32(dport))
 	}
+	t.setMark(p, src, dst, uports, proto)
+	return vContinue
+}
+
+// swapPorts masks and sets the port (or SPI) word as the options say and
+// orders its halves, the larger first (hmark_swap_ports).
+func (t *HMARKTarget) swapPorts(raw uint32) uint32 {
+	mask := t.SPIMask
+	if t.Flags&HMARKSPIMask == 0 {
+		mask = uint32(t.SPortMask)<<16 | uint32(t.DPortMask)
+	}
+	set := t.SPI
+	if t.Flags&HMARKSPI == 0 {
+		set = uint32(t.SPort)<<16 | uint32(t.DPort)
+	}
+	v := raw&mask | set
+	s, d := uint16(v>>16), uint16(v)
+	if d > s {
+		return uint32(d)<<16 | uint32(s)
+	}
+	return uint32(s)<<16 | uint32(d)
+}
+
+// setMark hashes the tuple into the packet's mark (hmark_hash).
+func (t *HMARKTarget) setMark(p *Packet, src, dst netip.Addr, uports uint32, proto inet.Proto) {
 	a, b := addrWord(src, &t.srcM), addrWord(dst, &t.dstM)
 	if b < a {
 		a, b = b, a
@@ -385,5 +391,24 @@ func (t *HMARKTarget) apply(c *evalCtx) verdict {
 	k := [3]uint32{a, b, uports}
 	h := jhash.Words(k[:], t.Rnd) ^ uint32(uint16(proto)&t.ProtoMask)
 	p.Mark = uint32(uint64(h)*uint64(t.Mod)>>32) + t.Offset
+}
+
+// applyCT is --hmark-tuple ct (hmark_ct_set_htuple): the connection's
+// original source and its reply source (the destination after DNAT),
+// with their ports, whatever the packet's direction; ICMP (IPv4) hashes
+// no ports. A packet without a connection (untracked, or before the
+// conntrack hook) keeps its mark.
+func (t *HMARKTarget) applyCT(c *evalCtx) verdict {
+	w := c.walk
+	e := w.cur.Entry
+	if e == nil || w.notrack || c.notrack || c.tmpl {
+		return vContinue
+	}
+	o, r := &e.Original, &e.Reply
+	var uports uint32
+	if o.Proto != inet.ICMP {
+		uports = t.swapPorts(uint32(o.SrcPort)<<16 | uint32(r.SrcPort))
+	}
+	t.setMark(c.pkt, o.Src, r.Src, uports, o.Proto)
 	return vContinue
 }

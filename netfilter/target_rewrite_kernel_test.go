@@ -74,6 +74,13 @@ func TestKernelRewriteTargets(t *testing.T) {
 		{"hmark-masks", false, hmarkRules("--hmark-src-prefix 16 --hmark-dst-prefix 24 --hmark-sport-mask 0x0f0f --hmark-dport 0x8000 --hmark-proto-mask 0x3 --hmark-rnd 7"), syn(41015), 0},
 		{"hmark-icmp", false, hmarkRules("--hmark-tuple src,dst,sport,dport,proto --hmark-rnd 1"),
 			kerneltest.FrameSpec{Proto: "icmp", Src: client, Dst: server, ICMPType: 8, ICMPID: 9, ICMPSeq: 1, ID: 3}, 0},
+		// --hmark-tuple ct hashes the connection's tuples, when conntrack
+		// runs (a conntrack rule turns it on); without it nothing is marked.
+		{"hmark-ct", false, hmarkRules("--hmark-tuple ct --hmark-rnd 0xfeedcafe") + "-A FORWARD -m conntrack --ctstate NEW\n", syn(41016), 0},
+		{"hmark-ct-udp-masks", false, hmarkRules("--hmark-tuple ct --hmark-src-prefix 16 --hmark-dport-mask 0xff --hmark-rnd 7") + "-A FORWARD -m conntrack --ctstate NEW\n", udp, 0},
+		{"hmark-ct-icmp", false, hmarkRules("--hmark-tuple ct --hmark-rnd 1") + "-A FORWARD -m conntrack --ctstate NEW\n",
+			kerneltest.FrameSpec{Proto: "icmp", Src: client, Dst: server, ICMPType: 8, ICMPID: 9, ICMPSeq: 1, ID: 4}, 0},
+		{"hmark-ct-no-conntrack", false, hmarkRules("--hmark-tuple ct --hmark-rnd 0xfeedcafe"), syn(41017), 0},
 		{"hmark6", true, hmarkRules("--hmark-tuple src,dst,sport,dport,proto --hmark-rnd 0x12345678"), udp6, 0},
 		{"hmark6-prefix", true, hmarkRules("--hmark-src-prefix 56 --hmark-dst-prefix 100 --hmark-dport-mask 0xff --hmark-rnd 3"), syn6, 0},
 		{"dscp-class-ef", false, "-A PREROUTING -j DSCP --set-dscp-class EF\n", udp, 0},

@@ -13,8 +13,8 @@ import (
 // (ADDR:PORT, 0 meaning the packet's own) without rewriting it, and marks
 // it. iptables-save always prints the address (0.0.0.0 or ::) and the
 // mark (0x0/0x0 when not given; a mark without mask means /0xffffffff).
-// packetwalk has no socket table (-m socket, listeners): a host refuses to
-// load it.
+// The sockets are the host's (Host.AddSocket); apply says how one is
+// chosen.
 type TPROXYTarget struct {
 	Port       uint16
 	Addr       netip.Addr
@@ -82,8 +82,71 @@ func (b *tproxyTargetBuilder) done(c *ruleCtx) (any, error) {
 // Name implements Target.
 func (t *TPROXYTarget) Name() string { return "TPROXY" }
 
-func (t *TPROXYTarget) unmodelled() string {
-	return "transparent proxying needs local listening sockets, which are not modelled"
+// apply follows xt_TPROXY (tproxy_tg4, tproxy_tg6_v1): a connected
+// socket of the packet's own addresses wins (the packets after the first
+// of a proxied connection); else the listener of the address and port the
+// rule names, the address 0 (::) standing for the receiving interface's
+// first address (Host.firstAddr), not the packet's destination, and the port 0 for the
+// packet's. A socket found and transparent takes the packet: the mark is
+// set ((mark & ~mask) ^ value) and the table ends as with ACCEPT; the
+// routing decision must then deliver the packet locally, or it is
+// dropped (Host.walkHooks). No such socket drops the packet.
+func (t *TPROXYTarget) apply(c *evalCtx) verdict {
+	p, h := c.pkt, c.host
+	s := h.lookupConnected(p.Proto, p.Src, p.SrcPort, p.Dst, p.DstPort)
+	if s == nil {
+		laddr, lport := t.Addr, t.Port
+		if laddr.IsUnspecified() {
+			laddr = h.firstAddr(p.In, p.Family)
+			if !laddr.IsValid() {
+				laddr = p.Dst
+			}
+		}
+		if lport == 0 {
+			lport = p.DstPort
+		}
+		s = h.lookupListener(p.Proto, laddr, lport)
+	}
+	if s == nil || !s.Transparent {
+		return vDrop
+	}
+	p.Mark = (p.Mark &^ t.Mask) ^ t.Mark
+	c.walk.sock = s
+	return vAccept
+}
+
+// firstAddr is the address TPROXY takes for --on-ip 0 on interface
+// iface, or the zero Addr: for IPv4 the first address (the primary one of
+// the first subnet added); for IPv6 the head of the kernel's address
+// list, which keeps wider scopes first (link-local before global) and,
+// within a scope, the address added last first (docs/kernel-notes.md).
+// lo has 127.0.0.1 and ::1.
+func (h *Host) firstAddr(iface string, f Family) netip.Addr {
+	if i := h.byName[iface]; i != nil {
+		var best netip.Addr
+		for _, a := range i.Addrs {
+			x := a.Addr()
+			if x.Is4() != (f == IPv4) {
+				continue
+			}
+			if f == IPv4 {
+				return x
+			}
+			if !best.IsValid() || x.IsLinkLocalUnicast() || !best.IsLinkLocalUnicast() {
+				best = x
+			}
+		}
+		if best.IsValid() {
+			return best
+		}
+	}
+	if iface == "lo" {
+		if f == IPv4 {
+			return netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+		return netip.IPv6Loopback()
+	}
+	return netip.Addr{}
 }
 
 func (t *TPROXYTarget) appendSave(b []byte) []byte {

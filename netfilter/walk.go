@@ -53,6 +53,13 @@ type walk struct {
 	outDst netip.Addr
 	hasOut bool
 	keys   rerouteKeys
+	// sock is the local socket TPROXY assigned the packet to (skb->sk),
+	// which -m socket then sees and which receives the packet if it is
+	// delivered.
+	sock *Socket
+	// dup is set while TEE's copy of a packet walks: a TEE it meets does
+	// not copy it again (the kernel's nf_skb_duplicated).
+	dup bool
 }
 
 // beginWalk returns a fresh walk writing its outcome into res, or into

@@ -34,6 +34,7 @@ type nodeInput struct {
 	routes         routeList
 	ipRules        stringList
 	ipRoutes       stringList
+	sockets        stringList
 	sysctls        sysctlMap
 	backend        backendFlag
 	seed           uint64
@@ -134,6 +135,7 @@ func (n *nodeInput) register(fs *flag.FlagSet) {
 	fs.Var(&n.routes, "route", "route `CIDR=IFACE[@GATEWAY]` in the main table (repeatable)")
 	fs.Var(&n.ipRoutes, "ip-route", "route given as the `ARGS` of 'ip route add', e.g. 'local 0.0.0.0/0 dev lo table 100' (repeatable)")
 	fs.Var(&n.ipRules, "ip-rule", "routing rule given as the `ARGS` of 'ip rule add', e.g. 'fwmark 0x1/0x1 lookup 100 priority 100' (repeatable)")
+	fs.Var(&n.sockets, "socket", "local socket `SPEC` 'PROTO ADDR:PORT [transparent] [mark N] [peer ADDR:PORT [half-open]]' that -m socket and TPROXY find (repeatable): a listener, or with peer a connection whose local end is ADDR:PORT")
 	fs.Var(&n.sysctls, "sysctl", "kernel setting `KEY=VALUE` (repeatable): net.ipv4.ip_forward, net.ipv4.conf.all.route_localnet (0: 127.0.0.0/8 is a martian off lo), net.netfilter.nf_conntrack_tcp_loose (0: no mid-stream TCP pickup), all 1 by default as on a Kubernetes node; net.ipv4.conf.all.rp_filter (1 strict, 2 loose), net.ipv4.conf.all.src_valid_mark, net.ipv4.conf.all.accept_local, 0 by default; net.ipv4.conf.DEV.{rp_filter,src_valid_mark,accept_local,route_localnet,forwarding} for one interface")
 	fs.Var(&n.backend, "backend", "iptables flavour `nft|legacy`")
 	fs.Uint64Var(&n.seed, "seed", 0, "seed `N` of the random source (statistic, NAT ports)")
@@ -456,6 +458,15 @@ func (n *nodeInput) build(stdin io.Reader) (*node, error) {
 			return nil, &inputError{file: displayName(rf.file), err: err}
 		}
 		nd.policy = nd.policy || !h.DefaultRules(rf.fam)
+	}
+	for _, a := range n.sockets {
+		sk, err := parseSocketArg(a)
+		if err == nil {
+			err = h.AddSocket(sk)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--socket %q: %v", a, err)
+		}
 	}
 	for _, a := range n.ipRules {
 		r, err := parseIPRuleArgs(a, names)

@@ -126,6 +126,9 @@ type jsonResult struct {
 	Trace       []jsonStep   `json:"trace"`
 	Routes      []jsonRoute  `json:"routes"`
 	Conntrack   *string      `json:"conntrack"` // null when untracked
+	// Socket is the local socket a delivered packet reaches, as --socket
+	// gives it; absent when the node has no sockets.
+	Socket string `json:"socket,omitempty"`
 }
 
 func strPtr(s string) *string {
@@ -195,6 +198,9 @@ func resultJSON(o outcome) jsonResult {
 		Trace:       []jsonStep{},
 		Routes:      []jsonRoute{},
 		Conntrack:   strPtr(o.ct),
+	}
+	if res.Socket != nil {
+		j.Socket = socketText(res.Socket)
 	}
 	for _, c := range res.Routes {
 		j.Routes = append(j.Routes, routeJSON(c))
@@ -408,6 +414,9 @@ func writeWalk(b *bytes.Buffer, sysctls map[string]int, policy bool, o outcome) 
 		switch res.Disposition {
 		case netfilter.Delivered:
 			fmt.Fprintf(b, "  delivered locally: %s\n", describe(res.Packet))
+			if res.Socket != nil {
+				fmt.Fprintf(b, "  to socket: %s\n", socketText(res.Socket))
+			}
 		case netfilter.Forwarded, netfilter.Sent:
 			fmt.Fprintf(b, "  leaves %s: %s\n", res.Packet.Out, describe(res.Packet))
 		default:

@@ -36,7 +36,7 @@ var gExtRefused = []string{"SECMARK", "LED", "CLUSTERIP", "ULOG"}
 // table, device groups, the stack's answers to a mangled MSS, sockets,
 // cgroups, connection labels, queue listeners.
 var gExtNoPackets = []string{"hashlimit", "time", "connlimit", "cpu", "devgroup", "quota", "connbytes", "TCPMSS", "IDLETIMER", "AUDIT",
-	"socket", "cgroup", "connlabel", "NFQUEUE", "osf", "rateest", "RATEEST", "TEE", "TPROXY", "SYNPROXY"}
+	"socket", "cgroup", "connlabel", "NFQUEUE", "osf", "rateest", "RATEEST", "SYNPROXY"}
 
 // grammarExt reports whether TestKernelGrammar draws the extensions too.
 func grammarExt() bool { return os.Getenv("PACKETWALK_GRAMMAR_EXT") == "1" }
