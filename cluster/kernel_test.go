@@ -586,7 +586,7 @@ func TestKernelEmitted(t *testing.T) {
 		require.Len(t, w.Emitted, 1)
 		e := w.Emitted[0]
 		require.Equal(t, cluster.Delivered, e.Fate, route(e))
-		require.Equal(t, []string{"pod-b", "node2", "node1", "pod-a"}, devices(e))
+		require.Equal(t, []string{"pod-b", "node2", "switch", "node1", "pod-a"}, devices(e))
 		want = append(want, received(e.Last().Packet))
 	}
 	// What the model says pod A receives, written out: the reset from
