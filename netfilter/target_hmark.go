@@ -3,6 +3,7 @@ package netfilter
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
@@ -27,8 +28,10 @@ import (
 // and the two ports each in ascending order, jhash of (low address, high
 // address, ports) with the seed, XORed with the masked protocol; IPv6
 // addresses are folded to 32 bits by XORing their masked words; ICMP errors
-// hash the header they quote. The ct form is read and printed but not
-// run: a host refuses to load it. The rule continues.
+// hash the header they quote. With ct the fields come from the packet's
+// connection instead (the original source, the reply source, their ports
+// or ICMP ids), and a packet without one keeps its mark. The rule
+// continues.
 type HMARKTarget struct {
 	Flags      HMARKFlags
 	SrcPrefix  uint8
@@ -230,13 +233,6 @@ func prefixWords(bits, n int, given bool) [4]uint32 {
 // Name implements Target.
 func (t *HMARKTarget) Name() string { return "HMARK" }
 
-func (t *HMARKTarget) unmodelled() string {
-	if t.Flags&HMARKCT != 0 {
-		return "--hmark-tuple ct (hashing the connection's tuples) is not modelled"
-	}
-	return ""
-}
-
 func hex0(b []byte, v uint32, width int) []byte {
 	b = append(b, "0x"...)
 	if width > 0 {
@@ -343,7 +339,70 @@ func addrWord(a netip.Addr, m *[4]uint32) uint32 {
 	return w
 }
 
+// ports returns the ports word the kernel hashes: the two ports after
+// the masks and set bits, in the order xt_HMARK puts them.
+func (t *HMARKTarget) ports(sport, dport uint16) uint32 {
+	raw := uint32(sport)<<16 | uint32(dport)
+	mask := t.SPIMask
+	if t.Flags&HMARKSPIMask == 0 {
+		mask = uint32(t.SPortMask)<<16 | uint32(t.DPortMask)
+	}
+	set := t.SPI
+	if t.Flags&HMARKSPI == 0 {
+		set = uint32(t.SPort)<<16 | uint32(t.DPort)
+	}
+	v := raw&mask | set
+	s, d := uint16(v>>16), uint16(v)
+	if d > s {
+		return uint32(d)<<16 | uint32(s)
+	}
+	return uint32(s)<<16 | uint32(d)
+}
+
+// mark scales the hash of the three words and the protocol into the mark.
+func (t *HMARKTarget) mark(p *Packet, a, b, uports uint32, proto inet.Proto) {
+	if b < a {
+		a, b = b, a
+	}
+	k := [3]uint32{a, b, uports}
+	h := jhash.Words(k[:], t.Rnd) ^ uint32(uint16(proto)&t.ProtoMask)
+	p.Mark = uint32(uint64(h)*uint64(t.Mod)>>32) + t.Offset
+}
+
+// applyCT is "--hmark-tuple ct" (xt_HMARK's hmark_ct_set_htuple): the
+// original tuple's source and the reply tuple's source (the other end
+// after NAT), their ports or ICMP ids (none for IPv4 ICMP), and the
+// connection's protocol. A packet without a connection (before the
+// conntrack hook, untracked, or conntrack off: HMARK does not turn it on)
+// keeps its mark; a CT template's tuples are all zero.
+func (t *HMARKTarget) applyCT(c *evalCtx) verdict {
+	ct := c.conn()
+	if !ct.tracked {
+		return vContinue
+	}
+	var orig, repl conntrack.Tuple
+	if ct.tmpl {
+		orig.Src = netip.IPv4Unspecified()
+		if c.pkt.Family == IPv6 {
+			orig.Src = netip.IPv6Unspecified()
+		}
+		repl.Src = orig.Src
+	} else {
+		e := c.walk.cur.Entry
+		orig, repl = e.Original, e.Reply
+	}
+	var uports uint32
+	if orig.Proto != inet.ICMP {
+		uports = t.ports(orig.SrcPort, repl.SrcPort)
+	}
+	t.mark(c.pkt, addrWord(orig.Src, &t.srcM), addrWord(repl.Src, &t.dstM), uports, orig.Proto)
+	return vContinue
+}
+
 func (t *HMARKTarget) apply(c *evalCtx) verdict {
+	if t.Flags&HMARKCT != 0 {
+		return t.applyCT(c)
+	}
 	p := c.pkt
 	proto, src, dst := p.Proto, p.Src, p.Dst
 	sport, dport, ports := p.SrcPort, p.DstPort, (p.Proto).HasPorts()
@@ -361,29 +420,8 @@ func (t *HMARKTarget) apply(c *evalCtx) verdict {
 			// their mark (docs/kernel-notes.md).
 			return vContinue
 		}
-		raw := uint32(sport)<<16 | uint32(dport)
-		mask := t.SPIMask
-		if t.Flags&HMARKSPIMask == 0 {
-			mask = uint32(t.SPortMask)<<16 | uint32(t.DPortMask)
-		}
-		set := t.SPI
-		if t.Flags&HMARKSPI == 0 {
-			set = uint32(t.SPort)<<16 | uint32(t.DPort)
-		}
-		v := raw&mask | set
-		s, d := uint16(v>>16), uint16(v)
-		if d > s {
-			uports = uint32(d)<<16 | uint32(s)
-		} else {
-			uports = uint32(s)<<16 | uint32(d)
-		}
+		uports = t.ports(sport, dport)
 	}
-	a, b := addrWord(src, &t.srcM), addrWord(dst, &t.dstM)
-	if b < a {
-		a, b = b, a
-	}
-	k := [3]uint32{a, b, uports}
-	h := jhash.Words(k[:], t.Rnd) ^ uint32(uint16(proto)&t.ProtoMask)
-	p.Mark = uint32(uint64(h)*uint64(t.Mod)>>32) + t.Offset
+	t.mark(p, addrWord(src, &t.srcM), addrWord(dst, &t.dstM), uports, proto)
 	return vContinue
 }
