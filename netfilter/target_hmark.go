@@ -89,6 +89,21 @@ func (t *HMARKTarget) once(f HMARKFlags, opt string) error {
 	return nil
 }
 
+// hmarkTupleWord names the field a --hmark-tuple word stands for:
+// iptables takes any case-insensitive prefix of a name, trying ct, src,
+// dst, sport, dport, proto and spi in that order ("s" is src, "sp" sport).
+func hmarkTupleWord(w string) string {
+	if w == "" {
+		return ""
+	}
+	for _, name := range []string{"ct", "src", "dst", "sport", "dport", "proto", "spi"} {
+		if len(w) <= len(name) && strings.EqualFold(w, name[:len(w)]) {
+			return name
+		}
+	}
+	return ""
+}
+
 func (t *HMARKTarget) set(c *ruleCtx, opt string, _ bool, args []string) error {
 	arg := args[0]
 	bitsMax := uint64(32)
@@ -106,33 +121,33 @@ func (t *HMARKTarget) set(c *ruleCtx, opt string, _ bool, args []string) error {
 	var n uint64
 	switch opt[len("hmark-"):] {
 	case "tuple":
+		// The words set the fields' flags without the once check (the
+		// word may repeat, and may follow the field's own option), but a
+		// field's own option after them is refused (docs/kernel-notes.md).
 		for _, f := range strings.Split(arg, ",") {
-			switch f {
+			switch hmarkTupleWord(f) {
 			case "src":
-				err = t.once(HMARKSrc, "hmark-src-prefix")
+				t.Flags |= HMARKSrc
 				t.SrcPrefix = uint8(bitsMax)
 			case "dst":
-				err = t.once(HMARKDst, "hmark-dst-prefix")
+				t.Flags |= HMARKDst
 				t.DstPrefix = uint8(bitsMax)
 			case "sport":
-				err = t.once(HMARKSPortMask, "hmark-sport-mask")
+				t.Flags |= HMARKSPortMask
 				t.SPortMask = 0xffff
 			case "dport":
-				err = t.once(HMARKDPortMask, "hmark-dport-mask")
+				t.Flags |= HMARKDPortMask
 				t.DPortMask = 0xffff
 			case "spi":
-				err = t.once(HMARKSPIMask, "hmark-spi-mask")
+				t.Flags |= HMARKSPIMask
 				t.SPIMask = 0xffffffff
 			case "proto":
-				err = t.once(HMARKProtoMask, "hmark-proto-mask")
+				t.Flags |= HMARKProtoMask
 				t.ProtoMask = 0xffff
 			case "ct":
 				t.Flags |= HMARKCT
 			default:
 				return badValue("HMARK", "--hmark-tuple", arg, "a list of src, dst, sport, dport, spi, proto, ct")
-			}
-			if err != nil {
-				return err
 			}
 		}
 		return nil
@@ -199,7 +214,7 @@ func (t *HMARKTarget) done(c *ruleCtx) (any, error) {
 	if f&HMARKSPI != 0 && f&(HMARKSPort|HMARKDPort) != 0 {
 		return nil, fmt.Errorf("%w: HMARK: you cannot use --hmark-spi and --hmark-?port,at the same time", ErrIncompatibleOpts)
 	}
-	if f&(HMARKSrc|HMARKDst|HMARKSPortMask|HMARKDPortMask|HMARKSPIMask|HMARKProtoMask|HMARKCT) == 0 {
+	if f&(HMARKSrc|HMARKDst|HMARKSPortMask|HMARKDPortMask|HMARKSPIMask|HMARKProtoMask|HMARKSPort|HMARKDPort|HMARKSPI|HMARKCT) == 0 {
 		return nil, fmt.Errorf("%w: HMARK: you have to specify --hmark-tuple at least", ErrMissingArgument)
 	}
 	bits := 32
