@@ -370,6 +370,18 @@ func appendCTAddr(b []byte, p netip.Prefix) []byte {
 	return b
 }
 
+// appendCTPorts prints a --ct*port range as libxt_conntrack does: the low
+// port alone when the range is one port or its high end is 0 ("22:0"
+// prints "22" though it matches no port; docs/kernel-notes.md).
+func appendCTPorts(b []byte, r PortRange) []byte {
+	b = strconv.AppendUint(b, uint64(r.Lo), 10)
+	if r.Hi != 0 && r.Hi != r.Lo {
+		b = append(b, ':')
+		b = strconv.AppendUint(b, uint64(r.Hi), 10)
+	}
+	return b
+}
+
 // appendOpts writes the options in iptables' order with prefix "--" for
 // save or "" for -L.
 func (m *ConntrackMatch) appendOpts(b []byte, prefix string) []byte {
@@ -398,13 +410,13 @@ func (m *ConntrackMatch) appendOpts(b []byte, prefix string) []byte {
 		case ctfReplDst:
 			b = appendCTAddr(b, m.ReplDst)
 		case ctfOrigSrcPort:
-			b = m.OrigSrcPort.appendSave(b)
+			b = appendCTPorts(b, m.OrigSrcPort)
 		case ctfOrigDstPort:
-			b = m.OrigDstPort.appendSave(b)
+			b = appendCTPorts(b, m.OrigDstPort)
 		case ctfReplSrcPort:
-			b = m.ReplSrcPort.appendSave(b)
+			b = appendCTPorts(b, m.ReplSrcPort)
 		case ctfReplDstPort:
-			b = m.ReplDstPort.appendSave(b)
+			b = appendCTPorts(b, m.ReplDstPort)
 		case ctfStatus:
 			var parts []string
 			for _, n := range ctStatusNames {
