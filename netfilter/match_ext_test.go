@@ -25,7 +25,7 @@ func TestExtMatchRefusals(t *testing.T) {
 		{IPv4, "filter", "-A INPUT -p ah -m ah --ahlen 4", ErrUnknownOption},
 		{IPv6, "filter", "-A INPUT -m ah --ahlen 4294967296", ErrBadValue},
 		{IPv4, "filter", "-A INPUT -m esp --espspi 5", ErrNotAllowed},
-		{IPv6, "filter", "-A INPUT -m ipcomp --ipcompspi 5", ErrUnknownMatch},
+		{IPv6, "filter", "-A INPUT -m ipcomp --ipcompspi 5", ErrNotAllowed}, // ip6tables has ipcomp; the kernel wants -p ipcomp
 		{IPv4, "filter", "-A INPUT -m dscp --dscp 64", ErrBadValue},
 		{IPv4, "filter", "-A INPUT -m dscp --dscp 0x40", ErrBadValue},
 		{IPv4, "filter", "-A INPUT -m dscp --dscp-class XX", ErrBadValue},

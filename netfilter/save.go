@@ -322,12 +322,8 @@ func (m *TCPMatch) fold(o *TCPMatch) {
 	// expressions back ("! --dport 1 -m tcp --dport 2" lists as
 	// "! --dport 2").
 	m.dropped = m.dropped || o.dropped
-	if o.SrcPorts != nil {
-		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, m.InvSrcPorts || o.InvSrcPorts
-	}
-	if o.DstPorts != nil {
-		m.DstPorts, m.InvDstPorts = o.DstPorts, m.InvDstPorts || o.InvDstPorts
-	}
+	foldPorts(&m.SrcPorts, &m.InvSrcPorts, o.SrcPorts, o.InvSrcPorts, o.gt&gtSrc != 0)
+	foldPorts(&m.DstPorts, &m.InvDstPorts, o.DstPorts, o.InvDstPorts, o.gt&gtDst != 0)
 	if o.FlagsMask != 0 {
 		m.FlagsMask, m.FlagsCmp, m.InvFlags = o.FlagsMask, o.FlagsCmp, m.InvFlags || o.InvFlags
 	}
@@ -339,10 +335,31 @@ func (m *TCPMatch) fold(o *TCPMatch) {
 // fold overlays the options o gives on m.
 func (m *UDPMatch) fold(o *UDPMatch) {
 	m.dropped = m.dropped || o.dropped
-	if o.SrcPorts != nil {
-		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, m.InvSrcPorts || o.InvSrcPorts
+	foldPorts(&m.SrcPorts, &m.InvSrcPorts, o.SrcPorts, o.InvSrcPorts, o.gt&gtSrc != 0)
+	foldPorts(&m.DstPorts, &m.InvDstPorts, o.DstPorts, o.InvDstPorts, o.gt&gtDst != 0)
+}
+
+// foldPorts overlays the port range o on *m as iptables-nft reads its
+// expression back: one port or a range sets both ends, a range from 0
+// ("<= N") only the high end, and a "! 0:N" (kept as "> N", gt) only the
+// low end; a "!" once read stays ("! --sport 80:443 -m udp --sport
+// 0:40000" lists as "! --sport 80:40000"; docs/kernel-notes.md).
+func foldPorts(m **PortRange, minv *bool, o *PortRange, oinv, gt bool) {
+	if o == nil {
+		return
 	}
-	if o.DstPorts != nil {
-		m.DstPorts, m.InvDstPorts = o.DstPorts, m.InvDstPorts || o.InvDstPorts
+	cur := PortRange{0, 65535}
+	if *m != nil {
+		cur = **m
 	}
+	switch {
+	case gt:
+		cur.Lo = o.Lo
+	case o.Lo == 0 && o.Hi != 0:
+		cur.Hi = o.Hi
+	default:
+		cur = *o
+	}
+	*m = &cur
+	*minv = *minv || oinv
 }
