@@ -193,6 +193,12 @@ func grammarCasesParse(t *testing.T, ext bool) {
 			// is saved as nothing (docs/kernel-notes.md).
 			continue
 		}
+		if strings.Contains(string(save), "--monthdays 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31 ") {
+			// Nor for "! --monthdays 0": iptables-save lists all 31 days,
+			// which read back are the default and no longer printed
+			// (docs/kernel-notes.md).
+			continue
+		}
 		if err != nil && strings.Contains(err.Error(), "--cluster-local-nodemask") {
 			// Nor for "-m cluster --cluster-local-node N": iptables-save
 			// prints the node as a mask, which iptables-restore reads as a
