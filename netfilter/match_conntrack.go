@@ -450,6 +450,17 @@ func (m *ConntrackMatch) test(flag uint16, ok bool) bool {
 
 // match follows the kernel's conntrack_mt: the state test works for every
 // packet; the other tests need a connection.
+// ctDstPort is the destination "port" xt_conntrack reads from a tuple:
+// its dst.u.all, which for ICMP and ICMPv6 holds the type and code
+// (type<<8 | code; an echo request is 2048). The source side holds the
+// echo id, which Tuple.SrcPort already is (docs/kernel-notes.md).
+func ctDstPort(t *conntrack.Tuple) uint16 {
+	if t.IsICMP() {
+		return uint16(t.ICMPType)<<8 | uint16(t.ICMPCode)
+	}
+	return t.DstPort
+}
+
 func (m *ConntrackMatch) match(c *evalCtx) bool {
 	ct := c.conn()
 	if !m.test(ctfState, ctStateOf(ct)&m.State != 0) {
@@ -489,9 +500,9 @@ func (m *ConntrackMatch) match(c *evalCtx) bool {
 		!m.test(ctfReplSrc, m.ReplSrc.Contains(repl.Src)) ||
 		!m.test(ctfReplDst, m.ReplDst.Contains(repl.Dst)) ||
 		!m.test(ctfOrigSrcPort, m.OrigSrcPort.contains(orig.SrcPort)) ||
-		!m.test(ctfOrigDstPort, m.OrigDstPort.contains(orig.DstPort)) ||
+		!m.test(ctfOrigDstPort, m.OrigDstPort.contains(ctDstPort(orig))) ||
 		!m.test(ctfReplSrcPort, m.ReplSrcPort.contains(repl.SrcPort)) ||
-		!m.test(ctfReplDstPort, m.ReplDstPort.contains(repl.DstPort)) {
+		!m.test(ctfReplDstPort, m.ReplDstPort.contains(ctDstPort(repl))) {
 		return false
 	}
 	if m.flags&ctfExpire != 0 {
