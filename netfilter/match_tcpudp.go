@@ -192,8 +192,10 @@ func setPorts(mod, opt string, inv bool, args []string, r **PortRange, invp *boo
 	}
 	if inv && pr.Lo == 0 && pr.Hi == 65535 {
 		// iptables-nft emits no test for it (the rule matches every
-		// port) and lists no trace of it (docs/kernel-notes.md).
-		*r, *invp, *dropped = nil, false, true
+		// port) and lists no trace of it (docs/kernel-notes.md); done
+		// takes it out, unless --tcp-option keeps the match an xtables
+		// one, which never matches a port then.
+		*r, *invp, *dropped = &pr, true, true
 		return nil
 	}
 	if !inv && pr == (PortRange{0, 65535}) {
@@ -203,6 +205,14 @@ func setPorts(mod, opt string, inv bool, args []string, r **PortRange, invp *boo
 	}
 	*r, *invp = &pr, inv
 	return nil
+}
+
+// dropAllPorts takes out "! 0:65535", which iptables-nft turns into no
+// test at all.
+func dropAllPorts(r **PortRange, inv *bool) {
+	if *r != nil && *inv && **r == (PortRange{0, 65535}) {
+		*r, *inv = nil, false
+	}
 }
 
 // nftPorts rewrites "! 0:N" as the complement N+1:65535, as iptables-nft
@@ -259,6 +269,8 @@ func (m *TCPMatch) done(c *ruleCtx) (any, error) {
 		return nil, err
 	}
 	if !m.HasOption {
+		dropAllPorts(&m.SrcPorts, &m.InvSrcPorts)
+		dropAllPorts(&m.DstPorts, &m.InvDstPorts)
 		nftPorts(m.SrcPorts, &m.InvSrcPorts, &m.gt, gtSrc)
 		nftPorts(m.DstPorts, &m.InvDstPorts, &m.gt, gtDst)
 	}
@@ -277,6 +289,8 @@ func (m *UDPMatch) done(c *ruleCtx) (any, error) {
 	if err := needProto(c, m.Module(), inet.UDP); err != nil {
 		return nil, err
 	}
+	dropAllPorts(&m.SrcPorts, &m.InvSrcPorts)
+	dropAllPorts(&m.DstPorts, &m.InvDstPorts)
 	nftPorts(m.SrcPorts, &m.InvSrcPorts, &m.gt, gtSrc)
 	nftPorts(m.DstPorts, &m.InvDstPorts, &m.gt, gtDst)
 	return m, nil
@@ -291,10 +305,12 @@ func appendPortOpt(b []byte, name string, r PortRange, inv bool) []byte {
 }
 
 func (m *TCPMatch) appendSave(b []byte) []byte {
-	if m.SrcPorts != nil {
+	// libxt_tcp saves no range of every port, even inverted (left only
+	// with --tcp-option), though -L shows "spts:!0:65535".
+	if m.SrcPorts != nil && *m.SrcPorts != (PortRange{0, 65535}) {
 		b = appendPortOpt(b, "sport", *m.SrcPorts, m.InvSrcPorts)
 	}
-	if m.DstPorts != nil {
+	if m.DstPorts != nil && *m.DstPorts != (PortRange{0, 65535}) {
 		b = appendPortOpt(b, "dport", *m.DstPorts, m.InvDstPorts)
 	}
 	if m.HasOption {

@@ -243,12 +243,14 @@ func shownMatches(r *Rule) []Match {
 	for _, m := range r.Matches {
 		switch m := m.(type) {
 		case *TCPMatch:
-			if !m.HasOption {
+			if !m.HasOption && !m.empty() {
 				nt++
 			}
 			vanish = vanish || m.vanishes()
 		case *UDPMatch:
-			nu++
+			if !m.empty() {
+				nu++
+			}
 			vanish = vanish || m.vanishes()
 		}
 	}
@@ -261,9 +263,10 @@ func shownMatches(r *Rule) []Match {
 	for _, m := range r.Matches {
 		switch m := m.(type) {
 		case *TCPMatch:
-			if m.HasOption {
+			if m.HasOption || m.empty() {
 				// --tcp-option keeps the match an xtables one, which
-				// iptables-nft lists where it stands, unfolded.
+				// iptables-nft lists where it stands, unfolded; so does
+				// having no option at all ("-m tcp").
 				out = append(out, m)
 				continue
 			}
@@ -276,6 +279,10 @@ func shownMatches(r *Rule) []Match {
 			tcp.fold(m)
 			continue
 		case *UDPMatch:
+			if m.empty() {
+				out = append(out, m) // as an empty tcp match
+				continue
+			}
 			if udp == nil {
 				c := *m
 				udp = &c
@@ -311,6 +318,15 @@ func shownMatches(r *Rule) []Match {
 func (m *TCPMatch) vanishes() bool {
 	return m.dropped && m.SrcPorts == nil && m.DstPorts == nil && m.FlagsMask == 0 && !m.HasOption
 }
+
+// empty reports whether m has no option at all: iptables-nft keeps it an
+// xtables match ("-m tcp"), listed where it stands, not folded.
+func (m *TCPMatch) empty() bool {
+	return !m.dropped && m.SrcPorts == nil && m.DstPorts == nil && m.FlagsMask == 0 && !m.HasOption
+}
+
+// empty is TCPMatch.empty for udp.
+func (m *UDPMatch) empty() bool { return !m.dropped && m.SrcPorts == nil && m.DstPorts == nil }
 
 // vanishes is TCPMatch.vanishes for udp.
 func (m *UDPMatch) vanishes() bool { return m.dropped && m.SrcPorts == nil && m.DstPorts == nil }
