@@ -124,6 +124,10 @@ func needsConntrack(module string) bool {
 // moment ago).
 func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 	p := &program{family: rs.family}
+	// idle holds the IDLETIMER labels seen, with their --alarm: the
+	// kernel keeps one timer per label and refuses a rule that wants the
+	// other kind (EINVAL; docs/kernel-notes.md).
+	var idle map[string]bool
 	for _, t := range rs.Tables() {
 		chains := t.chainList()
 		v := checked[t.id]
@@ -159,6 +163,12 @@ func compile(rs *Ruleset, checked [numTables]*validated) (*program, error) {
 				}
 				if r.IP.DstMask.IsValid() {
 					cr.dst = netip.Prefix{}
+				}
+				if it, ok := r.Target.(*IdletimerTarget); ok {
+					// Across tables too (validate sees one table).
+					if err := idleLabel(&idle, it); err != nil {
+						return nil, &ruleError{r, err}
+					}
 				}
 				switch tg := r.Target.(type) {
 				case nil:

@@ -5,6 +5,7 @@ import (
 	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	"github.com/packetwalk/packetwalk/conntrack"
 )
@@ -64,21 +65,37 @@ func (b *connlimitBuilder) set(c *ruleCtx, opt string, inv bool, args []string) 
 		b.given, b.m.Limit = opt, uint32(n)
 		b.m.Upto = (opt == "connlimit-upto") != inv
 	case "connlimit-mask":
+		// A prefix length as a C number (white space, "+", "0x10",
+		// "010"), else a mask in an address's form (inet_aton's for IPv4:
+		// "1.5", "33" and "256" are masks, which iptables prints as 32
+		// when they are not contiguous; docs/kernel-notes.md).
+		full := uint64(32)
 		if c.family == IPv6 {
-			n, err := strconv.ParseUint(args[0], 10, 8)
-			if err != nil || n > 128 {
-				return badValue("connlimit", "--connlimit-mask", args[0], "a prefix length 0-128")
-			}
+			full = 128
+		}
+		t := strings.TrimPrefix(strings.TrimLeft(args[0], " \t\n\v\f\r"), "+")
+		if n, ok := parseCUint(t, full); ok {
 			b.m.Mask = uint8(n)
 			break
 		}
-		// iptables takes any number for IPv4 and keeps a longer prefix
-		// as /32 (101, 129, 255, 256 print as 32; docs/kernel-notes.md).
-		n, err := strconv.ParseUint(args[0], 10, 32)
-		if err != nil {
-			return badValue("connlimit", "--connlimit-mask", args[0], "a prefix length 0-32")
+		var m netip.Addr
+		ok := false
+		if c.family == IPv4 {
+			m, ok = parseIPv4Aton(args[0])
+		} else if a, err := netip.ParseAddr(args[0]); err == nil && a.Is6() && a.Zone() == "" {
+			m, ok = a, true
 		}
-		b.m.Mask = uint8(min(n, 32))
+		if !ok {
+			return badValue("connlimit", "--connlimit-mask", args[0], fmt.Sprintf("a prefix length 0-%d or a mask", full))
+		}
+		ones, contiguous := maskOnes(m)
+		if !contiguous {
+			if c.family == IPv6 {
+				return fmt.Errorf("%w: connlimit --connlimit-mask %s: a non-contiguous mask", ErrNotModelled, args[0])
+			}
+			ones = 32
+		}
+		b.m.Mask = uint8(ones)
 	case "connlimit-saddr", "connlimit-daddr":
 		if b.addrSide != "" && b.addrSide != opt {
 			return fmt.Errorf("%w: connlimit: option \"--%s\" cannot be used together with \"--%s\"", ErrIncompatibleOpts, b.addrSide, opt)

@@ -377,6 +377,18 @@ func appendCTAddr(b []byte, p netip.Prefix) []byte {
 	return b
 }
 
+// appendCTPorts prints a --ct*port range as libxt_conntrack does: the low
+// port alone when the range is one port or its high end is 0 ("22:0"
+// prints "22" though it matches no port; docs/kernel-notes.md).
+func appendCTPorts(b []byte, r PortRange) []byte {
+	b = strconv.AppendUint(b, uint64(r.Lo), 10)
+	if r.Hi != 0 && r.Hi != r.Lo {
+		b = append(b, ':')
+		b = strconv.AppendUint(b, uint64(r.Hi), 10)
+	}
+	return b
+}
+
 // appendOpts writes the options in iptables' order with prefix "--" for
 // save or "" for -L.
 func (m *ConntrackMatch) appendOpts(b []byte, prefix string) []byte {
@@ -405,13 +417,13 @@ func (m *ConntrackMatch) appendOpts(b []byte, prefix string) []byte {
 		case CTTestReplDst:
 			b = appendCTAddr(b, m.ReplDst)
 		case CTTestOrigSrcPort:
-			b = m.OrigSrcPort.appendSave(b)
+			b = appendCTPorts(b, m.OrigSrcPort)
 		case CTTestOrigDstPort:
-			b = m.OrigDstPort.appendSave(b)
+			b = appendCTPorts(b, m.OrigDstPort)
 		case CTTestReplSrcPort:
-			b = m.ReplSrcPort.appendSave(b)
+			b = appendCTPorts(b, m.ReplSrcPort)
 		case CTTestReplDstPort:
-			b = m.ReplDstPort.appendSave(b)
+			b = appendCTPorts(b, m.ReplDstPort)
 		case CTTestStatus:
 			var parts []string
 			for _, n := range ctStatusNames {
@@ -445,6 +457,17 @@ func (m *ConntrackMatch) test(flag ConntrackTests, ok bool) bool {
 
 // match follows the kernel's conntrack_mt: the state test works for every
 // packet; the other tests need a connection.
+// ctDstPort is the destination "port" xt_conntrack reads from a tuple:
+// its dst.u.all, which for ICMP and ICMPv6 holds the type and code
+// (type<<8 | code; an echo request is 2048). The source side holds the
+// echo id, which Tuple.SrcPort already is (docs/kernel-notes.md).
+func ctDstPort(t *conntrack.Tuple) uint16 {
+	if t.IsICMP() {
+		return uint16(t.ICMPType)<<8 | uint16(t.ICMPCode)
+	}
+	return t.DstPort
+}
+
 func (m *ConntrackMatch) match(c *evalCtx) bool {
 	ct := c.conn()
 	if !m.test(CTTestState, ctStateOf(ct)&m.State != 0) {
@@ -484,9 +507,9 @@ func (m *ConntrackMatch) match(c *evalCtx) bool {
 		!m.test(CTTestReplSrc, m.ReplSrc.Contains(repl.Src)) ||
 		!m.test(CTTestReplDst, m.ReplDst.Contains(repl.Dst)) ||
 		!m.test(CTTestOrigSrcPort, m.OrigSrcPort.contains(orig.SrcPort)) ||
-		!m.test(CTTestOrigDstPort, m.OrigDstPort.contains(orig.DstPort)) ||
+		!m.test(CTTestOrigDstPort, m.OrigDstPort.contains(ctDstPort(orig))) ||
 		!m.test(CTTestReplSrcPort, m.ReplSrcPort.contains(repl.SrcPort)) ||
-		!m.test(CTTestReplDstPort, m.ReplDstPort.contains(repl.DstPort)) {
+		!m.test(CTTestReplDstPort, m.ReplDstPort.contains(ctDstPort(repl))) {
 		return false
 	}
 	if m.Tests&CTTestExpire != 0 {

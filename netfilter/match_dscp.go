@@ -28,8 +28,11 @@ var dscpClasses = []struct {
 // dscpClass returns the codepoint of a class name, in any letter case
 // (--dscp-class, DSCP --set-dscp-class).
 func dscpClass(name string) (uint8, bool) {
+	// iptables compares only the class name's length of the input, so
+	// what follows a class is ignored ("EFxyz", "CS10", a CR: see
+	// docs/kernel-notes.md).
 	for _, c := range dscpClasses {
-		if strings.EqualFold(c.name, name) {
+		if len(name) >= len(c.name) && strings.EqualFold(c.name, name[:len(c.name)]) {
 			return c.value, true
 		}
 	}

@@ -25,7 +25,7 @@ func TestExtMatchRefusals(t *testing.T) {
 		{IPv4, "filter", "-A INPUT -p ah -m ah --ahlen 4", ErrUnknownOption},
 		{IPv6, "filter", "-A INPUT -m ah --ahlen 4294967296", ErrBadValue},
 		{IPv4, "filter", "-A INPUT -m esp --espspi 5", ErrNotAllowed},
-		{IPv6, "filter", "-A INPUT -m ipcomp --ipcompspi 5", ErrUnknownMatch},
+		{IPv6, "filter", "-A INPUT -m ipcomp --ipcompspi 5", ErrNotAllowed}, // ip6tables has ipcomp; the kernel wants -p ipcomp
 		{IPv4, "filter", "-A INPUT -m dscp --dscp 64", ErrBadValue},
 		{IPv4, "filter", "-A INPUT -m dscp --dscp 0x40", ErrBadValue},
 		{IPv4, "filter", "-A INPUT -m dscp --dscp-class XX", ErrBadValue},
@@ -421,4 +421,24 @@ func TestRewriteDCCPPorts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, [2]uint16{5000, 8080}, [2]uint16{q.SrcPort, q.DstPort})
 	assert.Equal(t, uint16(0), checksum(out), "DCCP checksum after NAT")
+}
+
+// For ICMP, xt_conntrack's destination "port" is type<<8 | code and the
+// source one the echo id (TestKernelConntrackICMPPorts checks the kernel).
+func TestConntrackICMPPorts(t *testing.T) {
+	h := NewHost(HostConfig{})
+	require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")))
+	require.NoError(t, h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24")))
+	rules := "*filter\n-A FORWARD -m conntrack --ctorigdstport 2048\n-A FORWARD -m conntrack --ctorigdstport 0:1024\n" +
+		"-A FORWARD -m conntrack --ctorigsrcport 77\n-A FORWARD -m conntrack --ctrepldstport 0\nCOMMIT\n"
+	require.NoError(t, h.Restore(IPv4, []byte(rules), RestoreOptions{}))
+	p := ICMP(netip.MustParseAddr("192.168.10.2"), netip.MustParseAddr("10.244.1.5"), 8, 0)
+	p.ICMPID = 77
+	res := h.Receive("eth0", p)
+	require.Equal(t, Forwarded, res.Disposition, res.Reason)
+	var got []uint64
+	for _, r := range h.Ruleset(IPv4).Table(Filter).Chain("FORWARD").Rules {
+		got = append(got, r.Counters.Packets)
+	}
+	assert.Equal(t, []uint64{1, 0, 1, 1}, got)
 }

@@ -171,3 +171,64 @@ func TestKernelPktType(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelConntrackICMPPorts sends an echo request from the client
+// through the node and compares the counters of conntrack port rules: for
+// ICMP and ICMPv6, xt_conntrack reads the type and code as the
+// destination "port" (type<<8 | code) and the echo id as the source one.
+func TestKernelConntrackICMPPorts(t *testing.T) {
+	kerneltest.Require(t)
+	lab := kerneltest.NewLab(t, kerneltest.LabConfig{Prefix: "pw-ctip"})
+	cfg := lab.Config()
+	rules := func(typ int) string {
+		r := "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"
+		for _, m := range []string{
+			fmt.Sprintf("--ctorigdstport %d", typ<<8), "--ctorigdstport 0:1024", fmt.Sprintf("! --ctorigdstport %d", typ<<8),
+			"--ctorigsrcport 77", "--ctorigsrcport 0", "--ctreplsrcport 77", "--ctrepldstport 0", "--ctrepldstport 0:255",
+			fmt.Sprintf("--ctrepldstport %d", (typ+1)<<8),
+		} {
+			r += "-A FORWARD -m conntrack " + m + "\n"
+		}
+		return r + "COMMIT\n"
+	}
+	for _, tc := range []struct {
+		name string
+		v6   bool
+		typ  int
+		hits int // the echo reply is type 0 for ICMP, 129 for ICMPv6
+	}{{"icmp", false, 8, 5}, {"icmpv6", true, 128, 4}} {
+		t.Run(tc.name, func(t *testing.T) {
+			text := rules(tc.typ)
+			rs, fam := kerneltest.Ruleset{IPv4: text}, IPv4
+			spec := kerneltest.FrameSpec{Proto: "icmp", Src: cfg.Client.Addr(), Dst: cfg.Server[0].Addr(), ICMPType: uint8(tc.typ), ICMPID: 77, ICMPSeq: 1, ID: 5}
+			if tc.v6 {
+				rs, fam = kerneltest.Ruleset{IPv6: text}, IPv6
+				spec = kerneltest.FrameSpec{Proto: "icmp", Src: cfg.Client6.Addr(), Dst: cfg.Server6[0].Addr(), ICMPType: uint8(tc.typ), ICMPID: 77, ICMPSeq: 1}
+			}
+			require.NoError(t, lab.ResetRuleset(rs))
+			h := NewHost(HostConfig{})
+			require.NoError(t, h.AddInterface("eth0", cfg.NodeEth0, cfg.NodeEth0v6))
+			require.NoError(t, h.AddInterface("eth1", cfg.NodeEth1, cfg.NodeEth1v6))
+			require.NoError(t, h.Restore(fam, []byte(text), RestoreOptions{}))
+			frame, err := lab.Frame(spec)
+			require.NoError(t, err)
+			_, err = lab.Exchange(frame)
+			require.NoError(t, err)
+			_, err = NewFrameHost(h).ReceiveFrame("eth0", frame)
+			require.NoError(t, err)
+			cnt, err := lab.Counters()
+			if tc.v6 {
+				cnt, err = lab.Counters6()
+			}
+			require.NoError(t, err)
+			hits := 0
+			for i, r := range h.Ruleset(fam).Table(Filter).Chain("FORWARD").Rules {
+				kc, ok := cnt.Rule("filter", "FORWARD", i+1)
+				require.True(t, ok)
+				assert.Equal(t, kc.Packets, r.Counters.Packets, "rule %d: %s", i+1, r)
+				hits += int(kc.Packets)
+			}
+			assert.Equal(t, tc.hits, hits, "the kernel's matches: dst port = type<<8, id 77, the reply's type")
+		})
+	}
+}

@@ -37,7 +37,7 @@ const policyMaxElems = 4 // XT_POLICY_MAX_ELEM
 func init() {
 	registerMatch(&module{name: "policy",
 		opts: []option{
-			{name: "dir", args: 1, invert: true}, {name: "pol", args: 1}, {name: "strict"},
+			{name: "dir", args: 1}, {name: "pol", args: 1}, {name: "strict"},
 			{name: "reqid", args: 1, invert: true, multi: true}, {name: "spi", args: 1, invert: true, multi: true},
 			{name: "tunnel-src", args: 1, invert: true, multi: true}, {name: "tunnel-dst", args: 1, invert: true, multi: true},
 			{name: "proto", args: 1, invert: true, multi: true}, {name: "mode", args: 1, invert: true, multi: true},

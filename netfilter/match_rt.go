@@ -80,8 +80,9 @@ func (m *RTMatch) set(_ *ruleCtx, opt string, inv bool, args []string) error {
 	case "rt-0-addrs":
 		m.Addrs = m.Addrs[:0]
 		for _, s := range strings.Split(args[0], ",") {
+			// An IPv4-mapped address is an IPv6 one like any other here.
 			a, err := netip.ParseAddr(s)
-			if err != nil || !a.Is6() || a.Is4In6() {
+			if err != nil || !a.Is6() || a.Zone() != "" {
 				return badValue("rt", "--rt-0-addrs", s, "IPv6 addresses separated by commas")
 			}
 			if len(m.Addrs) == 16 {

@@ -142,7 +142,17 @@ type TCPMatch struct {
 	// which iptables-nft leaves out of the rule: it tests nothing and,
 	// alone, hides the whole match from the listing.
 	dropped bool
+	// gt says which ranges nftPorts turned from "! 0:N" into N+1:65535
+	// (gtSrc, gtDst): iptables-nft keeps them as "> N", which sets only
+	// the low end when it folds matches (save.go).
+	gt uint8
 }
+
+// The bits of TCPMatch.gt and UDPMatch.gt.
+const (
+	gtSrc uint8 = 1 << iota
+	gtDst
+)
 
 // UDPMatch is "-m udp": ports of UDP packets. iptables 1.8.9 has no
 // udplite extension ("Couldn't load match `udplite'"), so neither
@@ -151,7 +161,8 @@ type TCPMatch struct {
 type UDPMatch struct {
 	SrcPorts, DstPorts       *PortRange
 	InvSrcPorts, InvDstPorts bool
-	dropped                  bool // as TCPMatch.dropped
+	dropped                  bool  // as TCPMatch.dropped
+	gt                       uint8 // as TCPMatch.gt
 }
 
 func init() {
@@ -181,8 +192,10 @@ func setPorts(mod, opt string, inv bool, args []string, r **PortRange, invp *boo
 	}
 	if inv && pr.Lo == 0 && pr.Hi == 65535 {
 		// iptables-nft emits no test for it (the rule matches every
-		// port) and lists no trace of it (docs/kernel-notes.md).
-		*r, *invp, *dropped = nil, false, true
+		// port) and lists no trace of it (docs/kernel-notes.md); done
+		// takes it out, unless --tcp-option keeps the match an xtables
+		// one, which never matches a port then.
+		*r, *invp, *dropped = &pr, true, true
 		return nil
 	}
 	if !inv && pr == (PortRange{0, 65535}) {
@@ -194,13 +207,22 @@ func setPorts(mod, opt string, inv bool, args []string, r **PortRange, invp *boo
 	return nil
 }
 
+// dropAllPorts takes out "! 0:65535", which iptables-nft turns into no
+// test at all.
+func dropAllPorts(r **PortRange, inv *bool) {
+	if *r != nil && *inv && **r == (PortRange{0, 65535}) {
+		*r, *inv = nil, false
+	}
+}
+
 // nftPorts rewrites "! 0:N" as the complement N+1:65535, as iptables-nft
 // stores it when it turns the match into native nftables expressions and
 // then prints it (recorded with iptables 1.8.9). A tcp match with
 // --tcp-option stays an xtables match and keeps "! 0:N" as given.
-func nftPorts(r *PortRange, inv *bool) {
+func nftPorts(r *PortRange, inv *bool, gt *uint8, bit uint8) {
 	if r != nil && *inv && r.Lo == 0 && r.Hi != 0 {
 		*r, *inv = PortRange{r.Hi + 1, 65535}, false
+		*gt |= bit
 	}
 }
 
@@ -247,8 +269,10 @@ func (m *TCPMatch) done(c *ruleCtx) (any, error) {
 		return nil, err
 	}
 	if !m.HasOption {
-		nftPorts(m.SrcPorts, &m.InvSrcPorts)
-		nftPorts(m.DstPorts, &m.InvDstPorts)
+		dropAllPorts(&m.SrcPorts, &m.InvSrcPorts)
+		dropAllPorts(&m.DstPorts, &m.InvDstPorts)
+		nftPorts(m.SrcPorts, &m.InvSrcPorts, &m.gt, gtSrc)
+		nftPorts(m.DstPorts, &m.InvDstPorts, &m.gt, gtDst)
 	}
 	return m, nil
 }
@@ -265,8 +289,10 @@ func (m *UDPMatch) done(c *ruleCtx) (any, error) {
 	if err := needProto(c, m.Module(), inet.UDP); err != nil {
 		return nil, err
 	}
-	nftPorts(m.SrcPorts, &m.InvSrcPorts)
-	nftPorts(m.DstPorts, &m.InvDstPorts)
+	dropAllPorts(&m.SrcPorts, &m.InvSrcPorts)
+	dropAllPorts(&m.DstPorts, &m.InvDstPorts)
+	nftPorts(m.SrcPorts, &m.InvSrcPorts, &m.gt, gtSrc)
+	nftPorts(m.DstPorts, &m.InvDstPorts, &m.gt, gtDst)
 	return m, nil
 }
 
@@ -279,10 +305,12 @@ func appendPortOpt(b []byte, name string, r PortRange, inv bool) []byte {
 }
 
 func (m *TCPMatch) appendSave(b []byte) []byte {
-	if m.SrcPorts != nil {
+	// libxt_tcp saves no range of every port, even inverted (left only
+	// with --tcp-option), though -L shows "spts:!0:65535".
+	if m.SrcPorts != nil && *m.SrcPorts != (PortRange{0, 65535}) {
 		b = appendPortOpt(b, "sport", *m.SrcPorts, m.InvSrcPorts)
 	}
-	if m.DstPorts != nil {
+	if m.DstPorts != nil && *m.DstPorts != (PortRange{0, 65535}) {
 		b = appendPortOpt(b, "dport", *m.DstPorts, m.InvDstPorts)
 	}
 	if m.HasOption {

@@ -66,7 +66,7 @@ type u32Lexer struct {
 }
 
 func (l *u32Lexer) skip() {
-	for l.i < len(l.s) && (l.s[l.i] == ' ' || l.s[l.i] == '\t') {
+	for l.i < len(l.s) && strings.IndexByte(" \t\n\v\f\r", l.s[l.i]) >= 0 { // C's isspace
 		l.i++
 	}
 }

@@ -243,12 +243,14 @@ func shownMatches(r *Rule) []Match {
 	for _, m := range r.Matches {
 		switch m := m.(type) {
 		case *TCPMatch:
-			if !m.HasOption {
+			if !m.HasOption && !m.empty() {
 				nt++
 			}
 			vanish = vanish || m.vanishes()
 		case *UDPMatch:
-			nu++
+			if !m.empty() {
+				nu++
+			}
 			vanish = vanish || m.vanishes()
 		}
 	}
@@ -261,9 +263,10 @@ func shownMatches(r *Rule) []Match {
 	for _, m := range r.Matches {
 		switch m := m.(type) {
 		case *TCPMatch:
-			if m.HasOption {
+			if m.HasOption || m.empty() {
 				// --tcp-option keeps the match an xtables one, which
-				// iptables-nft lists where it stands, unfolded.
+				// iptables-nft lists where it stands, unfolded; so does
+				// having no option at all ("-m tcp").
 				out = append(out, m)
 				continue
 			}
@@ -276,6 +279,10 @@ func shownMatches(r *Rule) []Match {
 			tcp.fold(m)
 			continue
 		case *UDPMatch:
+			if m.empty() {
+				out = append(out, m) // as an empty tcp match
+				continue
+			}
 			if udp == nil {
 				c := *m
 				udp = &c
@@ -312,6 +319,15 @@ func (m *TCPMatch) vanishes() bool {
 	return m.dropped && m.SrcPorts == nil && m.DstPorts == nil && m.FlagsMask == 0 && !m.HasOption
 }
 
+// empty reports whether m has no option at all: iptables-nft keeps it an
+// xtables match ("-m tcp"), listed where it stands, not folded.
+func (m *TCPMatch) empty() bool {
+	return !m.dropped && m.SrcPorts == nil && m.DstPorts == nil && m.FlagsMask == 0 && !m.HasOption
+}
+
+// empty is TCPMatch.empty for udp.
+func (m *UDPMatch) empty() bool { return !m.dropped && m.SrcPorts == nil && m.DstPorts == nil }
+
 // vanishes is TCPMatch.vanishes for udp.
 func (m *UDPMatch) vanishes() bool { return m.dropped && m.SrcPorts == nil && m.DstPorts == nil }
 
@@ -322,12 +338,8 @@ func (m *TCPMatch) fold(o *TCPMatch) {
 	// expressions back ("! --dport 1 -m tcp --dport 2" lists as
 	// "! --dport 2").
 	m.dropped = m.dropped || o.dropped
-	if o.SrcPorts != nil {
-		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, m.InvSrcPorts || o.InvSrcPorts
-	}
-	if o.DstPorts != nil {
-		m.DstPorts, m.InvDstPorts = o.DstPorts, m.InvDstPorts || o.InvDstPorts
-	}
+	foldPorts(&m.SrcPorts, &m.InvSrcPorts, o.SrcPorts, o.InvSrcPorts, o.gt&gtSrc != 0)
+	foldPorts(&m.DstPorts, &m.InvDstPorts, o.DstPorts, o.InvDstPorts, o.gt&gtDst != 0)
 	if o.FlagsMask != 0 {
 		m.FlagsMask, m.FlagsCmp, m.InvFlags = o.FlagsMask, o.FlagsCmp, m.InvFlags || o.InvFlags
 	}
@@ -339,10 +351,31 @@ func (m *TCPMatch) fold(o *TCPMatch) {
 // fold overlays the options o gives on m.
 func (m *UDPMatch) fold(o *UDPMatch) {
 	m.dropped = m.dropped || o.dropped
-	if o.SrcPorts != nil {
-		m.SrcPorts, m.InvSrcPorts = o.SrcPorts, m.InvSrcPorts || o.InvSrcPorts
+	foldPorts(&m.SrcPorts, &m.InvSrcPorts, o.SrcPorts, o.InvSrcPorts, o.gt&gtSrc != 0)
+	foldPorts(&m.DstPorts, &m.InvDstPorts, o.DstPorts, o.InvDstPorts, o.gt&gtDst != 0)
+}
+
+// foldPorts overlays the port range o on *m as iptables-nft reads its
+// expression back: one port or a range sets both ends, a range from 0
+// ("<= N") only the high end, and a "! 0:N" (kept as "> N", gt) only the
+// low end; a "!" once read stays ("! --sport 80:443 -m udp --sport
+// 0:40000" lists as "! --sport 80:40000"; docs/kernel-notes.md).
+func foldPorts(m **PortRange, minv *bool, o *PortRange, oinv, gt bool) {
+	if o == nil {
+		return
 	}
-	if o.DstPorts != nil {
-		m.DstPorts, m.InvDstPorts = o.DstPorts, m.InvDstPorts || o.InvDstPorts
+	cur := PortRange{0, 65535}
+	if *m != nil {
+		cur = **m
 	}
+	switch {
+	case gt:
+		cur.Lo = o.Lo
+	case o.Lo == 0 && o.Hi != 0:
+		cur.Hi = o.Hi
+	default:
+		cur = *o
+	}
+	*m = &cur
+	*minv = *minv || oinv
 }

@@ -25,26 +25,56 @@ type classifyTargetBuilder struct {
 	given bool
 }
 
-// parseHex16 reads a hexadecimal number as C's %x does (an optional 0x),
-// keeping the low 16 bits.
-func parseHex16(s string) (uint32, bool) {
-	s = strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
-	if s == "" || len(s) > 8 {
-		return 0, false
+// scanHex reads a number as C's sscanf "%x" does: white space, an
+// optional sign, an optional 0x, then hex digits (at least one), as
+// strtoul reads them ("-1" is 0xffffffff; too large saturates); it returns
+// the value cut to 32 bits and what follows.
+func scanHex(s string) (uint32, string, bool) {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg, s = s[0] == '-', s[1:]
 	}
-	n, err := strconv.ParseUint(s, 16, 32)
-	return uint32(n) & 0xffff, err == nil
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		if _, ok := digitVal(s[2]); ok {
+			s = s[2:]
+		}
+	}
+	var v uint64
+	i := 0
+	for ; i < len(s); i++ {
+		d, ok := digitVal(s[i])
+		if !ok {
+			break
+		}
+		if v > (^uint64(0)-d)/16 {
+			v = ^uint64(0)
+		} else if v != ^uint64(0) {
+			v = v*16 + d
+		}
+	}
+	if i == 0 {
+		return 0, s, false
+	}
+	if neg {
+		v = -v
+	}
+	return uint32(v), s[i:], true
 }
 
+// The class is read by sscanf(s, "%x:%x"): anything after the second
+// number is ignored ("1:10zz", a CR), and each half keeps its low 16 bits
+// (docs/kernel-notes.md).
 func (b *classifyTargetBuilder) set(_ *ruleCtx, _ string, _ bool, args []string) error {
-	maj, min, ok := strings.Cut(args[0], ":")
-	a, ok1 := parseHex16(maj)
-	m, ok2 := parseHex16(min)
-	if !ok || !ok1 || !ok2 {
-		return badValue("CLASSIFY", "--set-class", args[0], "MAJOR:MINOR in hexadecimal")
+	a, rest, ok := scanHex(args[0])
+	if ok && strings.HasPrefix(rest, ":") {
+		var m uint32
+		if m, _, ok = scanHex(rest[1:]); ok {
+			b.t.Priority, b.given = a<<16|m&0xffff, true
+			return nil
+		}
 	}
-	b.t.Priority, b.given = a<<16|m, true
-	return nil
+	return badValue("CLASSIFY", "--set-class", args[0], "MAJOR:MINOR in hexadecimal")
 }
 
 func (b *classifyTargetBuilder) done(*ruleCtx) (any, error) {

@@ -3,6 +3,7 @@ package netfilter
 import (
 	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,6 +105,41 @@ func TestExtTargetsUnmodelledRefusedAtLoad(t *testing.T) {
 		err = NewHost(HostConfig{}).Load(rs)
 		assert.ErrorIs(t, err, ErrNotModelled)
 		assert.ErrorContains(t, err, tc.why)
+	}
+}
+
+// HMARK --hmark-tuple ct hashes the connection's tuples: the original
+// source and the reply source (the DNAT destination), their ports; with no
+// connection the mark stays. The marks are those TestKernelRewriteTargets
+// (hmark-ct-after-dnat) sees in the kernel for the same packet.
+func TestHMARKConntrackTuple(t *testing.T) {
+	nat := "*nat\n-A PREROUTING -d 10.96.0.10 -p udp --dport 53 -j DNAT --to-destination 10.244.1.5:54\nCOMMIT\n"
+	hmark := "-j HMARK --hmark-tuple ct,src,dst,sport,dport,proto --hmark-rnd 7 --hmark-mod 8 --hmark-offset 100\n"
+	for _, tc := range []struct {
+		name, rules string
+		mark        uint32
+	}{
+		{"after DNAT", "*mangle\n-A FORWARD " + hmark + "COMMIT\n" + nat, 100},
+		// before nat PREROUTING the reply tuple is the original's inverse
+		{"before DNAT", "*mangle\n-A PREROUTING " + hmark + "COMMIT\n" + nat, 106},
+		// the packet form in FORWARD hashes the rewritten packet: the same
+		{"packet form", "*mangle\n-A FORWARD " + strings.Replace(hmark, "ct,", "", 1) + "COMMIT\n" + nat, 100},
+		{"no conntrack", "*mangle\n-A FORWARD " + hmark + "COMMIT\n", 0},
+		{"before the conntrack hook", "*raw\n-A PREROUTING " + hmark + "COMMIT\n" + nat, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHost(HostConfig{})
+			require.NoError(t, h.AddInterface("eth0", netip.MustParsePrefix("192.168.10.1/24")))
+			require.NoError(t, h.AddInterface("eth1", netip.MustParsePrefix("10.244.1.1/24")))
+			require.NoError(t, h.Restore(IPv4, []byte(tc.rules), RestoreOptions{}))
+			dst := "10.96.0.10:53"
+			if tc.name == "no conntrack" {
+				dst = "10.244.1.5:54"
+			}
+			res := h.Receive("eth0", UDP(netip.MustParseAddrPort("192.168.10.2:5000"), netip.MustParseAddrPort(dst)))
+			require.Equal(t, Forwarded, res.Disposition, res.Reason)
+			assert.Equal(t, tc.mark, res.Packet.Mark)
+		})
 	}
 }
 

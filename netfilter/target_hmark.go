@@ -3,6 +3,7 @@ package netfilter
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/inet"
 	"net/netip"
 	"strconv"
@@ -27,8 +28,10 @@ import (
 // and the two ports each in ascending order, jhash of (low address, high
 // address, ports) with the seed, XORed with the masked protocol; IPv6
 // addresses are folded to 32 bits by XORing their masked words; ICMP errors
-// hash the header they quote. The ct form is read and printed but not
-// run: a host refuses to load it. The rule continues.
+// hash the header they quote. With ct the fields come from the packet's
+// connection instead (the original source, the reply source, their ports
+// or ICMP ids), and a packet without one keeps its mark. The rule
+// continues.
 type HMARKTarget struct {
 	Flags      HMARKFlags
 	SrcPrefix  uint8
@@ -86,6 +89,21 @@ func (t *HMARKTarget) once(f HMARKFlags, opt string) error {
 	return nil
 }
 
+// hmarkTupleWord names the field a --hmark-tuple word stands for:
+// iptables takes any case-insensitive prefix of a name, trying ct, src,
+// dst, sport, dport, proto and spi in that order ("s" is src, "sp" sport).
+func hmarkTupleWord(w string) string {
+	if w == "" {
+		return ""
+	}
+	for _, name := range []string{"ct", "src", "dst", "sport", "dport", "proto", "spi"} {
+		if len(w) <= len(name) && strings.EqualFold(w, name[:len(w)]) {
+			return name
+		}
+	}
+	return ""
+}
+
 func (t *HMARKTarget) set(c *ruleCtx, opt string, _ bool, args []string) error {
 	arg := args[0]
 	bitsMax := uint64(32)
@@ -103,33 +121,33 @@ func (t *HMARKTarget) set(c *ruleCtx, opt string, _ bool, args []string) error {
 	var n uint64
 	switch opt[len("hmark-"):] {
 	case "tuple":
+		// The words set the fields' flags without the once check (the
+		// word may repeat, and may follow the field's own option), but a
+		// field's own option after them is refused (docs/kernel-notes.md).
 		for _, f := range strings.Split(arg, ",") {
-			switch f {
+			switch hmarkTupleWord(f) {
 			case "src":
-				err = t.once(HMARKSrc, "hmark-src-prefix")
+				t.Flags |= HMARKSrc
 				t.SrcPrefix = uint8(bitsMax)
 			case "dst":
-				err = t.once(HMARKDst, "hmark-dst-prefix")
+				t.Flags |= HMARKDst
 				t.DstPrefix = uint8(bitsMax)
 			case "sport":
-				err = t.once(HMARKSPortMask, "hmark-sport-mask")
+				t.Flags |= HMARKSPortMask
 				t.SPortMask = 0xffff
 			case "dport":
-				err = t.once(HMARKDPortMask, "hmark-dport-mask")
+				t.Flags |= HMARKDPortMask
 				t.DPortMask = 0xffff
 			case "spi":
-				err = t.once(HMARKSPIMask, "hmark-spi-mask")
+				t.Flags |= HMARKSPIMask
 				t.SPIMask = 0xffffffff
 			case "proto":
-				err = t.once(HMARKProtoMask, "hmark-proto-mask")
+				t.Flags |= HMARKProtoMask
 				t.ProtoMask = 0xffff
 			case "ct":
 				t.Flags |= HMARKCT
 			default:
 				return badValue("HMARK", "--hmark-tuple", arg, "a list of src, dst, sport, dport, spi, proto, ct")
-			}
-			if err != nil {
-				return err
 			}
 		}
 		return nil
@@ -196,7 +214,7 @@ func (t *HMARKTarget) done(c *ruleCtx) (any, error) {
 	if f&HMARKSPI != 0 && f&(HMARKSPort|HMARKDPort) != 0 {
 		return nil, fmt.Errorf("%w: HMARK: you cannot use --hmark-spi and --hmark-?port,at the same time", ErrIncompatibleOpts)
 	}
-	if f&(HMARKSrc|HMARKDst|HMARKSPortMask|HMARKDPortMask|HMARKSPIMask|HMARKProtoMask|HMARKCT) == 0 {
+	if f&(HMARKSrc|HMARKDst|HMARKSPortMask|HMARKDPortMask|HMARKSPIMask|HMARKProtoMask|HMARKSPort|HMARKDPort|HMARKSPI|HMARKCT) == 0 {
 		return nil, fmt.Errorf("%w: HMARK: you have to specify --hmark-tuple at least", ErrMissingArgument)
 	}
 	bits := 32
@@ -336,36 +354,10 @@ func addrWord(a netip.Addr, m *[4]uint32) uint32 {
 	return w
 }
 
-func (t *HMARKTarget) apply(c *evalCtx) verdict {
-	p := c.pkt
-	if t.Flags&HMARKCT != 0 {
-		return t.applyCT(c)
-	}
-	proto, src, dst := p.Proto, p.Src, p.Dst
-	sport, dport, ports := p.SrcPort, p.DstPort, (p.Proto).HasPorts()
-	if (proto == inet.ICMP || proto == inet.ICMPv6) && p.Inner.Proto != 0 {
-		// An error hashes the header it quotes.
-		in := &p.Inner
-		proto, src, dst, sport, dport, ports = in.Proto, in.Src, in.Dst, in.SrcPort, in.DstPort, (in.Proto).HasPorts()
-	}
-	var uports uint32
-	switch {
-	case proto == inet.ICMP || proto == inet.ICMPv6 || p.FragOffset != 0:
-	case ports || proto == 50 /* esp */ || proto == 51 /* ah */ :
-		if !ports {
-			// Packet does not carry the ESP/AH SPI: such packets keep
-			// their mark (docs/kernel-notes.md).
-			return vContinue
-		}
-		uports = t.swapPorts(uint32(sport)<<16 | uint32(dport))
-	}
-	t.setMark(p, src, dst, uports, proto)
-	return vContinue
-}
-
-// swapPorts masks and sets the port (or SPI) word as the options say and
-// orders its halves, the larger first (hmark_swap_ports).
-func (t *HMARKTarget) swapPorts(raw uint32) uint32 {
+// ports returns the ports word the kernel hashes: the two ports after
+// the masks and set bits, in the order xt_HMARK puts them.
+func (t *HMARKTarget) ports(sport, dport uint16) uint32 {
+	raw := uint32(sport)<<16 | uint32(dport)
 	mask := t.SPIMask
 	if t.Flags&HMARKSPIMask == 0 {
 		mask = uint32(t.SPortMask)<<16 | uint32(t.DPortMask)
@@ -382,9 +374,8 @@ func (t *HMARKTarget) swapPorts(raw uint32) uint32 {
 	return uint32(s)<<16 | uint32(d)
 }
 
-// setMark hashes the tuple into the packet's mark (hmark_hash).
-func (t *HMARKTarget) setMark(p *Packet, src, dst netip.Addr, uports uint32, proto inet.Proto) {
-	a, b := addrWord(src, &t.srcM), addrWord(dst, &t.dstM)
+// mark scales the hash of the three words and the protocol into the mark.
+func (t *HMARKTarget) mark(p *Packet, a, b, uports uint32, proto inet.Proto) {
 	if b < a {
 		a, b = b, a
 	}
@@ -393,22 +384,59 @@ func (t *HMARKTarget) setMark(p *Packet, src, dst netip.Addr, uports uint32, pro
 	p.Mark = uint32(uint64(h)*uint64(t.Mod)>>32) + t.Offset
 }
 
-// applyCT is --hmark-tuple ct (hmark_ct_set_htuple): the connection's
-// original source and its reply source (the destination after DNAT),
-// with their ports, whatever the packet's direction; ICMP (IPv4) hashes
-// no ports. A packet without a connection (untracked, or before the
-// conntrack hook) keeps its mark.
+// applyCT is "--hmark-tuple ct" (xt_HMARK's hmark_ct_set_htuple): the
+// original tuple's source and the reply tuple's source (the other end
+// after NAT), their ports or ICMP ids (none for IPv4 ICMP), and the
+// connection's protocol. A packet without a connection (before the
+// conntrack hook, untracked, or conntrack off: HMARK does not turn it on)
+// keeps its mark; a CT template's tuples are all zero.
 func (t *HMARKTarget) applyCT(c *evalCtx) verdict {
-	w := c.walk
-	e := w.cur.Entry
-	if e == nil || w.notrack || c.notrack || c.tmpl {
+	ct := c.conn()
+	if !ct.tracked {
 		return vContinue
 	}
-	o, r := &e.Original, &e.Reply
-	var uports uint32
-	if o.Proto != inet.ICMP {
-		uports = t.swapPorts(uint32(o.SrcPort)<<16 | uint32(r.SrcPort))
+	var orig, repl conntrack.Tuple
+	if ct.tmpl {
+		orig.Src = netip.IPv4Unspecified()
+		if c.pkt.Family == IPv6 {
+			orig.Src = netip.IPv6Unspecified()
+		}
+		repl.Src = orig.Src
+	} else {
+		e := c.walk.cur.Entry
+		orig, repl = e.Original, e.Reply
 	}
-	t.setMark(c.pkt, o.Src, r.Src, uports, o.Proto)
+	var uports uint32
+	if orig.Proto != inet.ICMP {
+		uports = t.ports(orig.SrcPort, repl.SrcPort)
+	}
+	t.mark(c.pkt, addrWord(orig.Src, &t.srcM), addrWord(repl.Src, &t.dstM), uports, orig.Proto)
+	return vContinue
+}
+
+func (t *HMARKTarget) apply(c *evalCtx) verdict {
+	if t.Flags&HMARKCT != 0 {
+		return t.applyCT(c)
+	}
+	p := c.pkt
+	proto, src, dst := p.Proto, p.Src, p.Dst
+	sport, dport, ports := p.SrcPort, p.DstPort, (p.Proto).HasPorts()
+	if (proto == inet.ICMP || proto == inet.ICMPv6) && p.Inner.Proto != 0 {
+		// An error hashes the header it quotes.
+		in := &p.Inner
+		proto, src, dst, sport, dport, ports = in.Proto, in.Src, in.Dst, in.SrcPort, in.DstPort, (in.Proto).HasPorts()
+	}
+	var uports uint32
+	switch {
+	case proto == inet.ICMP || proto == inet.ICMPv6 || p.FragOffset != 0:
+	case ports || proto == 50 /* esp */ || proto == 51 /* ah */ :
+		if !ports {
+			// Packet does not carry the ESP/AH SPI: such packets keep
+			// their mark (docs/kernel-notes.md).
+			return vContinue
+		}
+		uports = t.ports(sport, dport)
+	}
+	t.mark(p, addrWord(src, &t.srcM), addrWord(dst, &t.dstM), uports, proto)
 	return vContinue
 }

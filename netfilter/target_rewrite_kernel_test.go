@@ -83,6 +83,26 @@ func TestKernelRewriteTargets(t *testing.T) {
 		{"hmark-ct-no-conntrack", false, hmarkRules("--hmark-tuple ct --hmark-rnd 0xfeedcafe"), syn(41017), 0},
 		{"hmark6", true, hmarkRules("--hmark-tuple src,dst,sport,dport,proto --hmark-rnd 0x12345678"), udp6, 0},
 		{"hmark6-prefix", true, hmarkRules("--hmark-src-prefix 56 --hmark-dst-prefix 100 --hmark-dport-mask 0xff --hmark-rnd 3"), syn6, 0},
+		// --hmark-tuple ct: HMARK takes no conntrack reference, so alone it
+		// finds no connection and leaves the mark; a conntrack rule turns
+		// conntrack on. "ct" alone masks every field to 0 (one mark for
+		// all); src, dst, sport, dport and proto give the masks.
+		{"hmark-ct-conntrack-off", false, hmarkRules("--hmark-tuple ct --hmark-rnd 0xfeedcafe"), syn(41016), 0},
+		{"hmark-ct-tcp", false, "-A PREROUTING -m conntrack --ctstate NEW\n" + hmarkRules("--hmark-tuple ct,src,dst,sport,dport,proto --hmark-rnd 0xfeedcafe"), syn(41017), 0},
+		{"hmark-ct-udp-masks", false, "-A PREROUTING -m state --state NEW\n" + hmarkRules("--hmark-tuple ct --hmark-src-prefix 16 --hmark-sport-mask 0x0f0f --hmark-dport 0x8000 --hmark-proto-mask 0xff --hmark-rnd 7"), udp, 0},
+		{"hmark-ct-icmp", false, "-A PREROUTING -m conntrack --ctstate NEW\n" + hmarkRules("--hmark-tuple ct,src,dst --hmark-rnd 1"),
+			kerneltest.FrameSpec{Proto: "icmp", Src: client, Dst: server, ICMPType: 8, ICMPID: 9, ICMPSeq: 1, ID: 4}, 0},
+		// After DNAT (nat PREROUTING), the reply tuple's source is the
+		// new destination: HMARK in FORWARD hashes it.
+		{"hmark-ct-after-dnat", false, hmarkCTWithDNAT(server, "FORWARD"),
+			with(udp, func(s *kerneltest.FrameSpec) { s.Dst = netip.MustParseAddr("10.96.0.10") }), 0},
+		// mangle PREROUTING runs before nat PREROUTING: the reply tuple is
+		// still the inverse of the original.
+		{"hmark-ct-before-dnat", false, hmarkCTWithDNAT(server, "PREROUTING"),
+			with(udp, func(s *kerneltest.FrameSpec) { s.Dst = netip.MustParseAddr("10.96.0.10") }), 0},
+		{"hmark6-ct", true, "-A PREROUTING -m conntrack --ctstate NEW\n" + hmarkRules("--hmark-tuple ct,src,dst,sport,dport --hmark-rnd 0x12345678"), udp6, 0},
+		{"hmark6-ct-icmp", true, "-A PREROUTING -m conntrack --ctstate NEW\n" + hmarkRules("--hmark-tuple ct,sport,dport --hmark-dst-prefix 64 --hmark-rnd 5"),
+			kerneltest.FrameSpec{Proto: "icmp", Src: client6, Dst: server6, ICMPType: 128, ICMPID: 77, ICMPSeq: 1}, 0},
 		{"dscp-class-ef", false, "-A PREROUTING -j DSCP --set-dscp-class EF\n", udp, 0},
 		{"dscp-zero", false, "-A FORWARD -j DSCP --set-dscp 0\n", udp, 0},
 		{"tos-symbol", false, "-A PREROUTING -j TOS --set-tos Minimize-Delay\n", udp, 0},
@@ -290,6 +310,19 @@ func hmarkRules(opts string) string {
 		r += fmt.Sprintf("-A FORWARD -m mark --mark %d\n", m)
 	}
 	return r
+}
+
+// hmarkCTWithDNAT is an HMARK --hmark-tuple ct rule in chain, one
+// POSTROUTING rule per possible mark, and (after the mangle table's
+// COMMIT, which the caller writes at its end) a nat table that DNATs UDP
+// to 10.96.0.10:53 to server:54.
+func hmarkCTWithDNAT(server netip.Addr, chain string) string {
+	r := "-A " + chain + " -j HMARK --hmark-tuple ct,src,dst,sport,dport,proto --hmark-rnd 7 --hmark-mod 8 --hmark-offset 100\n"
+	for m := 100; m < 108; m++ {
+		r += fmt.Sprintf("-A POSTROUTING -m mark --mark %d\n", m)
+	}
+	return r + "COMMIT\n*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n" +
+		"-A PREROUTING -d 10.96.0.10 -p udp --dport 53 -j DNAT --to-destination " + server.String() + ":54\n"
 }
 
 // TestKernelNPT forwards IPv6 frames through DNPT (PREROUTING) and SNPT

@@ -68,6 +68,7 @@ func (t *Table) validateChains(f Family, chains []*Chain) (*validated, error) {
 	// reading 170k scattered rules twice costs more than the checks.
 	allowed := make([]uint8, len(chains))
 	slow := make([]bool, len(chains))
+	var idle map[string]bool // IDLETIMER labels and their --alarm (see compile)
 	for i, c := range chains {
 		edgeStart[i] = int32(len(edgeTo))
 		all := ^uint8(0)
@@ -87,6 +88,11 @@ func (t *Table) validateChains(f Family, chains []*Chain) (*validated, error) {
 				all &= placeMask(targetModules[r.Target.Name()], t.id, &slow[i])
 				if _, ok := r.Target.(hookChecker); ok {
 					slow[i] = true
+				}
+				if it, ok := r.Target.(*IdletimerTarget); ok {
+					if err := idleLabel(&idle, it); err != nil {
+						return nil, &ruleError{r, err}
+					}
 				}
 			}
 			if j, ok := r.Target.(*JumpTarget); ok {
@@ -261,4 +267,18 @@ func checkPlace(m *module, t TableID, mask uint8) error {
 // mask has bit 1<<h set for each hook h that reaches the rule.
 type hookChecker interface {
 	checkHooks(mask uint8) error
+}
+
+// idleLabel notes an IDLETIMER rule's label in *seen: the kernel keeps
+// one timer per label and refuses a rule that wants the other kind, with
+// or without --alarm (EINVAL; docs/kernel-notes.md).
+func idleLabel(seen *map[string]bool, it *IdletimerTarget) error {
+	if alarm, ok := (*seen)[it.Label]; ok && alarm != it.Alarm {
+		return fmt.Errorf("%w: IDLETIMER --label %s: another rule's timer of that label is of the other kind (--alarm or not)", ErrNotAllowed, it.Label)
+	}
+	if *seen == nil {
+		*seen = map[string]bool{}
+	}
+	(*seen)[it.Label] = it.Alarm
+	return nil
 }
