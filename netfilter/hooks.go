@@ -40,6 +40,9 @@ func (h *Host) hookTables(hk Hook) []TableID {
 // hook hk. It reports whether the packet survives.
 func (h *Host) runHook(w *walk, hk Hook) bool {
 	p, res := w.pkt, w.res
+	if hk == Postrouting && w.hasOut {
+		p.Out = w.out.r.Iface // a reroute in OUTPUT (rerouteAfter)
+	}
 	prog := h.progs[famIdx(p.Family)]
 	if prog == nil {
 		return true
@@ -200,8 +203,11 @@ func (h *Host) rerouteAfter(w *walk, id TableID) bool {
 		w.where = place{hook: Output, table: id, action: Action{Kind: ActionRoute}}
 		return false
 	}
+	// The new device shows from POSTROUTING on (runHook): the OUTPUT
+	// hook's state->out is fixed when the hook starts, so the tables
+	// after the reroute still match -o against the first decision's
+	// device (docs/kernel-notes.md, "Policy routing").
 	w.out, w.outDst = d, p.Dst
-	p.Out = d.r.Iface
 	return true
 }
 

@@ -430,3 +430,32 @@ func TestSetRulesDefaults(t *testing.T) {
 	assert.False(t, h.DefaultRules(IPv4))
 	assert.Equal(t, ReasonMartianSource, h.Receive("eth0", p).Reason, "with rules of its own the kernel checks the source fully: 127.0.0.0/8 is local")
 }
+
+// A reroute in mangle OUTPUT moves the packet to another device from
+// POSTROUTING on; filter OUTPUT, in the same hook, still sees the device
+// of the first decision, as the kernel's hook state does
+// (docs/kernel-notes.md, "Policy routing").
+func TestRerouteShowsFromPostrouting(t *testing.T) {
+	h := policyHost(t, HostConfig{})
+	require.NoError(t, h.AddRoute(Route{Dst: pfx("0.0.0.0/0"), Iface: "wg0", Table: 100}))
+	require.NoError(t, h.AddRule(RouteRule{Family: IPv4, Priority: 100, HasMark: true, Mark: 7, Mask: ^uint32(0), Table: 100}))
+	require.NoError(t, h.Restore(IPv4, []byte(`*mangle
+-A OUTPUT -j MARK --set-mark 7
+-A POSTROUTING -o eth0
+-A POSTROUTING -o wg0
+COMMIT
+*filter
+-A OUTPUT -o eth0
+-A OUTPUT -o wg0
+COMMIT
+`), RestoreOptions{}))
+	res := sendOut(h, Packet{Dst: adr("8.8.8.8")})
+	require.Equal(t, Sent, res.Disposition)
+	assert.Equal(t, "wg0", res.Packet.Out)
+	rs := h.Ruleset(IPv4)
+	count := func(table TableID, chain string, i int) uint64 {
+		return rs.Table(table).Chain(chain).Rules[i].Counters.Packets
+	}
+	assert.Equal(t, []uint64{1, 0}, []uint64{count(Filter, "OUTPUT", 0), count(Filter, "OUTPUT", 1)}, "filter OUTPUT -o eth0, -o wg0")
+	assert.Equal(t, []uint64{0, 1}, []uint64{count(Mangle, "POSTROUTING", 0), count(Mangle, "POSTROUTING", 1)}, "mangle POSTROUTING -o eth0, -o wg0")
+}

@@ -19,7 +19,9 @@ import (
 )
 
 // policyRulesFilter counts every non-ICMP packet at each hook and output
-// interface, after the case's own mangle rules (MARK). filter INPUT drops
+// interface, after the case's own mangle rules (MARK); filter OUTPUT
+// counts too, as it still sees the device of the first routing decision
+// after mangle's reroute. filter INPUT drops
 // what is delivered, so the node's stack stays silent; forward holds the
 // case's filter FORWARD rules.
 func policyRulesFilter(mangle, forward string) string {
@@ -48,6 +50,8 @@ COMMIT
 :FORWARD ACCEPT [0:0]
 :OUTPUT ACCEPT [0:0]
 -A INPUT ! -p icmp -j DROP
+-A OUTPUT ! -p icmp -o eth0
+-A OUTPUT ! -p icmp -o eth1
 ` + forward + `COMMIT
 ` + nat
 }
