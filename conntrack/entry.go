@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -141,39 +142,217 @@ type Counter struct {
 	Packets, Bytes uint64
 }
 
-// Entry is one tracked connection (kernel struct nf_conn). Original is the
-// tuple of the first packet; Reply is the tuple replies are expected to
-// carry. Without NAT, Reply == Original.Reverse(); a NAT binding rewrites
-// Reply (DNAT its source, SNAT its destination).
+// Entry is one tracked connection (kernel struct nf_conn). Its Original
+// tuple is that of the first packet; its Reply tuple the one replies are
+// expected to carry. Without NAT, Reply == Original.Reverse(); a NAT
+// binding rewrites Reply (DNAT its source, SNAT its destination).
+//
+// The tuples are stored compactly (an IPv4 connection's four addresses in
+// 16 bytes) and read with [Entry.Original], [Entry.Reply] and
+// [Entry.Tuple]; they are set by [NewEntry] and changed only by
+// [Table.SetupNAT], so an entry in a table cannot drift from its index.
+// An entry is 176 bytes, a million of them with their index about 240
+// (doc.go, "Scale").
 //
 // An Entry returned by [Table.Track] is owned by the table; callers may set
-// Mark (CONNMARK) but should change tuples only through [Table.SetupNAT].
+// Mark (CONNMARK) and labels.
 type Entry struct {
-	Original, Reply Tuple
-	Status          Status
-	Mark            uint32
+	// Addresses 0–3: original source and destination, reply source and
+	// destination. While all are IPv4 they live in addr4; otherwise all
+	// in addr6, as IPv4-mapped for those that are IPv4 (bit 4+i of amask).
+	// Bit i of amask says address i is valid. Address zones are not kept:
+	// packets carry none.
+	addr4 [4][4]byte
+	addr6 *[4][16]byte
+	port  [4]uint16   // as the addresses: source and destination per direction
+	icmp  [2][2]uint8 // ICMP type and code per direction
+	proto [2]inet.Proto
+	zone  [2]uint16
+	amask uint8
+
+	TCPState TCPState // TCPNone for non-TCP entries
+	Status   Status
+	Mark     uint32
 	// ID is the entry's id (`conntrack -o id`).
 	ID uint32
 	// Use is the reference count conntrack prints (use=); 1 for entries
 	// the model creates.
 	Use uint32
-	// Labels are the connection's 128 label bits (bit n of Labels[n/64]),
-	// which iptables -m connlabel tests and sets.
-	Labels   [2]uint64
-	Counters [2]Counter // indexed by Dir
-	// Expires is when the entry times out (confirmed entries). Printed as
-	// the remaining whole seconds, rounded down, as the kernel does.
-	Expires time.Time
-
-	// timer is, until confirmation, the timeout Confirm will start (ns);
-	// once confirmed, the deadline slot the entry is filed under, 0 if
-	// none (expiry.go). One field for both keeps an Entry at 288 bytes,
-	// a smaller allocation size class than 320, for a million of them.
-	timer int64
 	// tcp is the TCP tracker's state; a UDP entry keeps the start of its
 	// stream rule there instead (udpStart).
 	tcp      tcpInfo
-	TCPState TCPState // TCPNone for non-TCP entries
+	Counters [2]Counter // indexed by Dir
+	// expires is when the entry times out (confirmed entries), Unix ns;
+	// 0 for the zero time (the zero Entry has expired).
+	expires int64
+	// timer is, until confirmation, the timeout Confirm will start (ns);
+	// once confirmed, the deadline slot the entry is filed under, 0 if
+	// none (expiry.go).
+	timer int64
+	// labels are the 128 connlabel bits, allocated when one is first set:
+	// few connections carry any.
+	labels *[2]uint64
+}
+
+// NewEntry returns an unconfirmed entry with the given tuples, e.g. for
+// [Table.Insert]. Use is 1; set Status, counters and [Entry.SetExpires]
+// before inserting.
+func NewEntry(orig, reply Tuple) *Entry {
+	e := &Entry{Use: 1}
+	e.setTuple(Original, &orig)
+	e.setTuple(Reply, &reply)
+	return e
+}
+
+// SetTuples replaces the tuples of an entry that is in no table: one
+// built for [Table.Insert], or taken out with [Table.Remove] to be
+// inserted again under other tuples. (A table's index would not find an
+// entry whose tuples changed under it; NAT bindings are set up with
+// [Table.SetupNAT].)
+func (e *Entry) SetTuples(orig, reply Tuple) {
+	e.setTuple(Original, &orig)
+	e.setTuple(Reply, &reply)
+}
+
+// Original returns the tuple of the connection's first packet.
+func (e *Entry) Original() Tuple { return e.Tuple(Original) }
+
+// Reply returns the tuple replies are expected to carry.
+func (e *Entry) Reply() Tuple { return e.Tuple(Reply) }
+
+// Tuple returns the entry's tuple for direction d.
+func (e *Entry) Tuple(d Dir) Tuple {
+	i := 2 * int(d&1)
+	return Tuple{
+		Src: e.addr(i), Dst: e.addr(i + 1),
+		SrcPort: e.port[i], DstPort: e.port[i+1],
+		ICMPType: e.icmp[d&1][0], ICMPCode: e.icmp[d&1][1],
+		Proto: e.proto[d&1], Zone: e.zone[d&1],
+	}
+}
+
+// setTuple stores t as the tuple of direction d.
+func (e *Entry) setTuple(d Dir, t *Tuple) {
+	d &= 1
+	i := 2 * int(d)
+	e.setAddr(i, t.Src)
+	e.setAddr(i+1, t.Dst)
+	e.port[i], e.port[i+1] = t.SrcPort, t.DstPort
+	e.icmp[d] = [2]uint8{t.ICMPType, t.ICMPCode}
+	e.proto[d], e.zone[d] = t.Proto, t.Zone
+}
+
+// addr returns address i (see Entry).
+func (e *Entry) addr(i int) netip.Addr {
+	bit := uint8(1) << i
+	switch {
+	case e.amask&bit == 0:
+		return netip.Addr{}
+	case e.addr6 == nil:
+		return netip.AddrFrom4(e.addr4[i])
+	case e.amask&(bit<<4) != 0:
+		return netip.AddrFrom16(e.addr6[i]).Unmap()
+	}
+	return netip.AddrFrom16(e.addr6[i])
+}
+
+// sameAddr reports whether address i is a, without building it.
+func (e *Entry) sameAddr(i int, a netip.Addr) bool {
+	if e.addr6 == nil && a.Is4() && e.amask&(1<<i) != 0 {
+		return e.addr4[i] == a.As4()
+	}
+	return e.addr(i) == a
+}
+
+func (e *Entry) setAddr(i int, a netip.Addr) {
+	bit := uint8(1) << i
+	e.amask &^= bit | bit<<4
+	if e.addr6 != nil {
+		e.addr6[i] = [16]byte{}
+	}
+	e.addr4[i] = [4]byte{}
+	if !a.IsValid() {
+		return
+	}
+	e.amask |= bit
+	if e.addr6 == nil {
+		if a.Is4() {
+			e.addr4[i] = a.As4()
+			return
+		}
+		// The first IPv6 address: move the others to the wide form.
+		e.addr6 = new([4][16]byte)
+		for j := range 4 {
+			if j != i && e.amask&(1<<j) != 0 {
+				e.addr6[j] = netip.AddrFrom4(e.addr4[j]).As16()
+				e.amask |= 1 << (4 + j)
+			}
+		}
+		e.addr4 = [4][4]byte{}
+	}
+	if a.Is4() {
+		e.amask |= bit << 4
+	}
+	e.addr6[i] = a.As16()
+}
+
+// matches reports whether t is the entry's tuple of direction d.
+func (e *Entry) matches(d Dir, t *Tuple) bool {
+	d &= 1
+	i := 2 * int(d)
+	return e.port[i] == t.SrcPort && e.port[i+1] == t.DstPort && e.proto[d] == t.Proto &&
+		e.icmp[d] == [2]uint8{t.ICMPType, t.ICMPCode} && e.zone[d] == t.Zone &&
+		e.sameAddr(i, t.Src) && e.sameAddr(i+1, t.Dst)
+}
+
+// matchesSource reports whether t's source part (address, port, protocol,
+// zone) is that of the entry's original tuple.
+func (e *Entry) matchesSource(t *Tuple) bool {
+	return e.port[0] == t.SrcPort && e.proto[0] == t.Proto && e.zone[0] == t.Zone && e.sameAddr(0, t.Src)
+}
+
+// Expires returns when the entry times out (confirmed entries); the zero
+// time if it was never set. Printed as the remaining whole seconds,
+// rounded down, as the kernel does.
+func (e *Entry) Expires() time.Time {
+	if e.expires == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, e.expires)
+}
+
+// SetExpires sets when an entry not yet in a table times out, for
+// [Table.Insert] (a table sets the deadlines of its own entries).
+func (e *Entry) SetExpires(at time.Time) { e.expires = unixNano(at) }
+
+// expired reports whether the entry's deadline is at or before now.
+func (e *Entry) expired(now time.Time) bool { return now.UnixNano() >= e.expires }
+
+// unixNano is t in Unix ns, 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// Labels returns the connection's 128 label bits (bit n of word n/64),
+// which iptables -m connlabel tests and sets.
+func (e *Entry) Labels() [2]uint64 {
+	if e.labels == nil {
+		return [2]uint64{}
+	}
+	return *e.labels
+}
+
+// SetLabels sets the connection's label bits.
+func (e *Entry) SetLabels(l [2]uint64) {
+	switch {
+	case e.labels != nil:
+		*e.labels = l
+	case l != [2]uint64{}:
+		e.labels = &l
+	}
 }
 
 // udpStart returns the time (Unix ns) of the last packet before
@@ -199,19 +378,11 @@ func (e *Entry) Timeout(now time.Time) time.Duration {
 	if !e.Confirmed() {
 		return time.Duration(e.timer)
 	}
-	d := e.Expires.Sub(now)
+	d := time.Duration(e.expires - now.UnixNano())
 	if d < 0 {
 		return 0
 	}
 	return d
-}
-
-// Tuple returns the entry's tuple for direction d.
-func (e *Entry) Tuple(d Dir) Tuple {
-	if d == Reply {
-		return e.Reply
-	}
-	return e.Original
 }
 
 // NATed reports whether the binding of kind k changes addresses or ports
@@ -263,21 +434,21 @@ func hex(v uint64) string {
 // "tcp ESTABLISHED src=10.0.0.1 dst=10.0.0.2 sport=40000 dport=80
 // src=10.0.0.2 dst=10.0.0.1 sport=80 dport=40000 [SEEN_REPLY|ASSURED|CONFIRMED] mark=0".
 func (e *Entry) String() string {
-	b := append([]byte(nil), e.Original.Proto.ConntrackName()...)
+	b := append([]byte(nil), e.proto[0].ConntrackName()...)
 	b = append(b, ' ')
-	if e.Original.Proto == inet.TCP {
+	if e.proto[0] == inet.TCP {
 		b = append(b, e.TCPState.String()...)
 		b = append(b, ' ')
 	}
-	b = appendTuple(b, e.Original)
-	b = appendTuple(b, e.Reply)
+	b = appendTuple(b, e.Original())
+	b = appendTuple(b, e.Reply())
 	b = append(b, '[')
 	b = append(b, e.Status.String()...)
 	b = append(b, "] mark="...)
 	b = strconv.AppendUint(b, uint64(e.Mark), 10)
-	if e.Original.Zone != 0 {
+	if e.zone[0] != 0 {
 		b = append(b, " zone="...)
-		b = strconv.AppendUint(b, uint64(e.Original.Zone), 10)
+		b = strconv.AppendUint(b, uint64(e.zone[0]), 10)
 	}
 	return string(b)
 }
