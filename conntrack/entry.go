@@ -148,36 +148,31 @@ type Counter struct {
 // binding rewrites Reply (DNAT its source, SNAT its destination).
 //
 // The tuples are stored compactly (an IPv4 connection's four addresses in
-// 16 bytes) and read with [Entry.Original], [Entry.Reply] and
-// [Entry.Tuple]; they are set by [NewEntry] and changed only by
-// [Table.SetupNAT], so an entry in a table cannot drift from its index.
-// An entry is 176 bytes, a million of them with their index about 240
-// (doc.go, "Scale").
+// 16 bytes; address zones are not kept, packets carry none) and read
+// with [Entry.Original], [Entry.Reply] and [Entry.Tuple]. They are set by
+// [NewEntry] and changed only by [Table.SetupNAT] (or [Entry.SetTuples]
+// outside a table), so an entry in a table cannot drift from its index.
+// An Entry is 160 bytes (doc.go, "Scale").
 //
 // An Entry returned by [Table.Track] is owned by the table; callers may set
 // Mark (CONNMARK) and labels.
 type Entry struct {
 	// Addresses 0–3: original source and destination, reply source and
-	// destination. While all are IPv4 they live in addr4; otherwise all
-	// in addr6, as IPv4-mapped for those that are IPv4 (bit 4+i of amask).
-	// Bit i of amask says address i is valid. Address zones are not kept:
-	// packets carry none.
+	// destination, while all four are IPv4 (x.wide unset); otherwise
+	// they live in x.
 	addr4 [4][4]byte
-	addr6 *[4][16]byte
-	port  [4]uint16   // as the addresses: source and destination per direction
-	icmp  [2][2]uint8 // ICMP type and code per direction
-	proto [2]inet.Proto
-	zone  [2]uint16
-	amask uint8
-
-	TCPState TCPState // TCPNone for non-TCP entries
+	// x holds what few entries need: IPv6 addresses, labels, a use
+	// count other than 1, a reply tuple of another protocol or zone.
+	x        *entryExtra
+	port     [4]uint16   // as the addresses: source and destination per direction
+	icmp     [2][2]uint8 // ICMP type and code per direction
+	proto    inet.Proto  // of both tuples unless x.oddReply
+	TCPState TCPState    // TCPNone for non-TCP entries
+	zone     uint16      // as proto
 	Status   Status
 	Mark     uint32
 	// ID is the entry's id (`conntrack -o id`).
 	ID uint32
-	// Use is the reference count conntrack prints (use=); 1 for entries
-	// the model creates.
-	Use uint32
 	// tcp is the TCP tracker's state; a UDP entry keeps the start of its
 	// stream rule there instead (udpStart).
 	tcp      tcpInfo
@@ -189,18 +184,41 @@ type Entry struct {
 	// once confirmed, the deadline slot the entry is filed under, 0 if
 	// none (expiry.go).
 	timer int64
-	// labels are the 128 connlabel bits, allocated when one is first set:
-	// few connections carry any.
-	labels *[2]uint64
 }
+
+// entryExtra is the part of an Entry that few entries need.
+type entryExtra struct {
+	// addr holds the four addresses when wide is set, IPv4 ones mapped;
+	// bit i of amask says address i is valid, bit 4+i that it is IPv4.
+	addr  [4][16]byte
+	amask uint8
+	wide  bool
+	// oddReply says the reply tuple's protocol and zone are rproto and
+	// rzone rather than the original's.
+	oddReply bool
+	rproto   inet.Proto
+	rzone    uint16
+	use      uint32
+	labels   [2]uint64
+}
+
+// extra returns e.x, allocating it.
+func (e *Entry) extra() *entryExtra {
+	if e.x == nil {
+		e.x = &entryExtra{use: 1}
+	}
+	return e.x
+}
+
+// wide reports whether the addresses live in e.x.
+func (e *Entry) wide() bool { return e.x != nil && e.x.wide }
 
 // NewEntry returns an unconfirmed entry with the given tuples, e.g. for
 // [Table.Insert]. Use is 1; set Status, counters and [Entry.SetExpires]
 // before inserting.
 func NewEntry(orig, reply Tuple) *Entry {
-	e := &Entry{Use: 1}
-	e.setTuple(Original, &orig)
-	e.setTuple(Reply, &reply)
+	e := &Entry{}
+	e.SetTuples(orig, reply)
 	return e
 }
 
@@ -222,16 +240,27 @@ func (e *Entry) Reply() Tuple { return e.Tuple(Reply) }
 
 // Tuple returns the entry's tuple for direction d.
 func (e *Entry) Tuple(d Dir) Tuple {
-	i := 2 * int(d&1)
+	d &= 1
+	i := 2 * int(d)
+	proto, zone := e.protoZone(d)
 	return Tuple{
 		Src: e.addr(i), Dst: e.addr(i + 1),
 		SrcPort: e.port[i], DstPort: e.port[i+1],
-		ICMPType: e.icmp[d&1][0], ICMPCode: e.icmp[d&1][1],
-		Proto: e.proto[d&1], Zone: e.zone[d&1],
+		ICMPType: e.icmp[d][0], ICMPCode: e.icmp[d][1],
+		Proto: proto, Zone: zone,
 	}
 }
 
-// setTuple stores t as the tuple of direction d.
+// protoZone returns the protocol and zone of the tuple of direction d.
+func (e *Entry) protoZone(d Dir) (inet.Proto, uint16) {
+	if d == Reply && e.x != nil && e.x.oddReply {
+		return e.x.rproto, e.x.rzone
+	}
+	return e.proto, e.zone
+}
+
+// setTuple stores t as the tuple of direction d. The original tuple is
+// set first: it gives the protocol and zone the reply's are compared with.
 func (e *Entry) setTuple(d Dir, t *Tuple) {
 	d &= 1
 	i := 2 * int(d)
@@ -239,76 +268,109 @@ func (e *Entry) setTuple(d Dir, t *Tuple) {
 	e.setAddr(i+1, t.Dst)
 	e.port[i], e.port[i+1] = t.SrcPort, t.DstPort
 	e.icmp[d] = [2]uint8{t.ICMPType, t.ICMPCode}
-	e.proto[d], e.zone[d] = t.Proto, t.Zone
+	if d == Original {
+		if e.x != nil && !e.x.oddReply && (t.Proto != e.proto || t.Zone != e.zone) {
+			// Keep the reply's protocol and zone until it is set.
+			e.x.oddReply, e.x.rproto, e.x.rzone = true, e.proto, e.zone
+		}
+		e.proto, e.zone = t.Proto, t.Zone
+		return
+	}
+	switch {
+	case t.Proto != e.proto || t.Zone != e.zone:
+		x := e.extra()
+		x.oddReply, x.rproto, x.rzone = true, t.Proto, t.Zone
+	case e.x != nil:
+		e.x.oddReply = false
+	}
 }
 
 // addr returns address i (see Entry).
 func (e *Entry) addr(i int) netip.Addr {
+	if !e.wide() {
+		return netip.AddrFrom4(e.addr4[i])
+	}
 	bit := uint8(1) << i
 	switch {
-	case e.amask&bit == 0:
+	case e.x.amask&bit == 0:
 		return netip.Addr{}
-	case e.addr6 == nil:
-		return netip.AddrFrom4(e.addr4[i])
-	case e.amask&(bit<<4) != 0:
-		return netip.AddrFrom16(e.addr6[i]).Unmap()
+	case e.x.amask&(bit<<4) != 0:
+		return netip.AddrFrom16(e.x.addr[i]).Unmap()
 	}
-	return netip.AddrFrom16(e.addr6[i])
+	return netip.AddrFrom16(e.x.addr[i])
 }
 
 // sameAddr reports whether address i is a, without building it.
 func (e *Entry) sameAddr(i int, a netip.Addr) bool {
-	if e.addr6 == nil && a.Is4() && e.amask&(1<<i) != 0 {
-		return e.addr4[i] == a.As4()
+	if !e.wide() {
+		return a.Is4() && e.addr4[i] == a.As4()
 	}
 	return e.addr(i) == a
 }
 
 func (e *Entry) setAddr(i int, a netip.Addr) {
-	bit := uint8(1) << i
-	e.amask &^= bit | bit<<4
-	if e.addr6 != nil {
-		e.addr6[i] = [16]byte{}
-	}
-	e.addr4[i] = [4]byte{}
-	if !a.IsValid() {
-		return
-	}
-	e.amask |= bit
-	if e.addr6 == nil {
+	if !e.wide() {
 		if a.Is4() {
 			e.addr4[i] = a.As4()
 			return
 		}
-		// The first IPv6 address: move the others to the wide form.
-		e.addr6 = new([4][16]byte)
+		// Not IPv4, or missing: move all four to the wide form.
+		x := e.extra()
+		x.wide, x.amask = true, 0xff
 		for j := range 4 {
-			if j != i && e.amask&(1<<j) != 0 {
-				e.addr6[j] = netip.AddrFrom4(e.addr4[j]).As16()
-				e.amask |= 1 << (4 + j)
-			}
+			x.addr[j] = netip.AddrFrom4(e.addr4[j]).As16()
 		}
 		e.addr4 = [4][4]byte{}
 	}
-	if a.Is4() {
-		e.amask |= bit << 4
+	x := e.x
+	bit := uint8(1) << i
+	x.amask &^= bit | bit<<4
+	x.addr[i] = [16]byte{}
+	if !a.IsValid() {
+		return
 	}
-	e.addr6[i] = a.As16()
+	x.amask |= bit
+	if a.Is4() {
+		x.amask |= bit << 4
+	}
+	x.addr[i] = a.As16()
 }
 
 // matches reports whether t is the entry's tuple of direction d.
 func (e *Entry) matches(d Dir, t *Tuple) bool {
 	d &= 1
 	i := 2 * int(d)
-	return e.port[i] == t.SrcPort && e.port[i+1] == t.DstPort && e.proto[d] == t.Proto &&
-		e.icmp[d] == [2]uint8{t.ICMPType, t.ICMPCode} && e.zone[d] == t.Zone &&
-		e.sameAddr(i, t.Src) && e.sameAddr(i+1, t.Dst)
+	if e.port[i] != t.SrcPort || e.port[i+1] != t.DstPort || e.icmp[d] != [2]uint8{t.ICMPType, t.ICMPCode} {
+		return false
+	}
+	if e.x == nil {
+		return e.proto == t.Proto && e.zone == t.Zone && t.Src.Is4() && t.Dst.Is4() &&
+			e.addr4[i] == t.Src.As4() && e.addr4[i+1] == t.Dst.As4()
+	}
+	proto, zone := e.protoZone(d)
+	return proto == t.Proto && zone == t.Zone && e.sameAddr(i, t.Src) && e.sameAddr(i+1, t.Dst)
 }
 
 // matchesSource reports whether t's source part (address, port, protocol,
 // zone) is that of the entry's original tuple.
 func (e *Entry) matchesSource(t *Tuple) bool {
-	return e.port[0] == t.SrcPort && e.proto[0] == t.Proto && e.zone[0] == t.Zone && e.sameAddr(0, t.Src)
+	return e.port[0] == t.SrcPort && e.proto == t.Proto && e.zone == t.Zone && e.sameAddr(0, t.Src)
+}
+
+// Use returns the reference count conntrack prints (use=): 1 for entries
+// the model creates, what the text said for parsed ones.
+func (e *Entry) Use() uint32 {
+	if e.x == nil {
+		return 1
+	}
+	return e.x.use
+}
+
+// SetUse sets the use count printed.
+func (e *Entry) SetUse(n uint32) {
+	if n != 1 || e.x != nil {
+		e.extra().use = n
+	}
 }
 
 // Expires returns when the entry times out (confirmed entries); the zero
@@ -339,19 +401,16 @@ func unixNano(t time.Time) int64 {
 // Labels returns the connection's 128 label bits (bit n of word n/64),
 // which iptables -m connlabel tests and sets.
 func (e *Entry) Labels() [2]uint64 {
-	if e.labels == nil {
+	if e.x == nil {
 		return [2]uint64{}
 	}
-	return *e.labels
+	return e.x.labels
 }
 
 // SetLabels sets the connection's label bits.
 func (e *Entry) SetLabels(l [2]uint64) {
-	switch {
-	case e.labels != nil:
-		*e.labels = l
-	case l != [2]uint64{}:
-		e.labels = &l
+	if l != [2]uint64{} || e.x != nil {
+		e.extra().labels = l
 	}
 }
 
@@ -434,9 +493,9 @@ func hex(v uint64) string {
 // "tcp ESTABLISHED src=10.0.0.1 dst=10.0.0.2 sport=40000 dport=80
 // src=10.0.0.2 dst=10.0.0.1 sport=80 dport=40000 [SEEN_REPLY|ASSURED|CONFIRMED] mark=0".
 func (e *Entry) String() string {
-	b := append([]byte(nil), e.proto[0].ConntrackName()...)
+	b := append([]byte(nil), e.proto.ConntrackName()...)
 	b = append(b, ' ')
-	if e.proto[0] == inet.TCP {
+	if e.proto == inet.TCP {
 		b = append(b, e.TCPState.String()...)
 		b = append(b, ' ')
 	}
@@ -446,9 +505,9 @@ func (e *Entry) String() string {
 	b = append(b, e.Status.String()...)
 	b = append(b, "] mark="...)
 	b = strconv.AppendUint(b, uint64(e.Mark), 10)
-	if e.zone[0] != 0 {
+	if e.zone != 0 {
 		b = append(b, " zone="...)
-		b = strconv.AppendUint(b, uint64(e.zone[0]), 10)
+		b = strconv.AppendUint(b, uint64(e.zone), 10)
 	}
 	return string(b)
 }

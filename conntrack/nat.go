@@ -430,7 +430,7 @@ func (e *Entry) Rewrite(k NATKind, dir Dir) (addr netip.Addr, port uint16, ok bo
 	o := 1 - dir&1 // the other direction
 	i := 2 * int(o)
 	switch {
-	case e.proto[o].IsICMP():
+	case e.proto.IsICMP():
 		port = e.port[i]
 	case k == SNAT:
 		port = e.port[i+1]

@@ -289,7 +289,7 @@ func (t *Table) create(f *Facts, now time.Time) (Info, error) {
 		t.stats.Drop++
 		return Info{}, &fullError{f.Tuple}
 	}
-	e := &Entry{Use: 1, ID: t.rng.Uint32()}
+	e := &Entry{ID: t.rng.Uint32()}
 	e.setTuple(Original, &f.Tuple)
 	var rev Tuple
 	f.Tuple.reverseInto(&rev)
@@ -425,10 +425,10 @@ func (t *Table) Insert(e *Entry) error {
 	}
 	t.stats.Insert++
 	e.Status |= StatusConfirmed
-	if e.Use == 0 {
-		e.Use = 1
+	if e.Use() == 0 {
+		e.SetUse(1)
 	}
-	if e.proto[0] == inet.TCP && e.tcp.seen[Original].maxwin == 0 && e.tcp.seen[Reply].maxwin == 0 {
+	if e.proto == inet.TCP && e.tcp.seen[Original].maxwin == 0 && e.tcp.seen[Reply].maxwin == 0 {
 		// A snapshot does not carry the windows: pick them up from the
 		// next segments and never judge them, as for a loose pickup.
 		e.tcp.seen[Original].flags |= seenLiberal | seenSACKPerm
@@ -622,7 +622,7 @@ func (t *Table) Flush() int {
 // reset (nf_ct_set_closing, nf_conntrack_tcp_set_closing). Other entries,
 // unconfirmed ones and ones already closing are left alone.
 func (t *Table) SetClosing(e *Entry) {
-	if e == nil || !e.Confirmed() || e.proto[0] != inet.TCP || e.TCPState == TCPClose {
+	if e == nil || !e.Confirmed() || e.proto != inet.TCP || e.TCPState == TCPClose {
 		return
 	}
 	e.TCPState = TCPClose

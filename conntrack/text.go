@@ -85,13 +85,13 @@ func (e *Entry) AppendText(b []byte, now time.Time, f Format) []byte {
 			b = append(b, "ipv6     10 "...)
 		}
 	}
-	b = appendPadded(b, e.proto[0].ConntrackName(), 8)
+	b = appendPadded(b, e.proto.ConntrackName(), 8)
 	b = append(b, ' ')
-	b = strconv.AppendUint(b, uint64(e.proto[0]), 10)
+	b = strconv.AppendUint(b, uint64(e.proto), 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, int64(e.Timeout(now)/time.Second), 10)
 	b = append(b, ' ')
-	if e.proto[0] == inet.TCP {
+	if e.proto == inet.TCP {
 		b = append(b, e.TCPState.String()...)
 		b = append(b, ' ')
 	}
@@ -117,13 +117,13 @@ func (e *Entry) AppendText(b []byte, now time.Time, f Format) []byte {
 	b = append(b, "mark="...)
 	b = strconv.AppendUint(b, uint64(e.Mark), 10)
 	b = append(b, ' ')
-	if e.zone[0] != 0 {
+	if e.zone != 0 {
 		b = append(b, "zone="...)
-		b = strconv.AppendUint(b, uint64(e.zone[0]), 10)
+		b = strconv.AppendUint(b, uint64(e.zone), 10)
 		b = append(b, ' ')
 	}
 	b = append(b, "use="...)
-	b = strconv.AppendUint(b, uint64(e.Use), 10)
+	b = strconv.AppendUint(b, uint64(e.Use()), 10)
 	if f.ID {
 		b = append(b, " id="...)
 		b = strconv.AppendUint(b, uint64(e.ID), 10)
@@ -487,7 +487,6 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 		e.Status |= StatusAssured | StatusOffload | StatusHWOffload
 		p.next()
 	}
-	e.Use = 1
 	for p.peek() != "" {
 		tok := p.peek()
 		key, _, _ := strings.Cut(tok, "=")
@@ -503,13 +502,13 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 			if err != nil {
 				return nil, f, err
 			}
-			e.zone = [2]uint16{uint16(v), uint16(v)}
+			e.zone = uint16(v)
 		case "use":
 			v, err := p.kvUint("use", 32)
 			if err != nil {
 				return nil, f, err
 			}
-			e.Use = uint32(v)
+			e.SetUse(uint32(v))
 		case "id":
 			v, err := p.kvUint("id", 32)
 			if err != nil {

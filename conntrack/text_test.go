@@ -31,7 +31,7 @@ func TestGroundTruthLinesRoundTrip(t *testing.T) {
 	e, _, err := ParseEntry(lines[len(lines)-1], epoch)
 	require.NoError(t, err)
 	assert.Equal(t, TCPSynSent, e.TCPState)
-	assert.Equal(t, uint32(2), e.Use)
+	assert.Equal(t, uint32(2), e.Use())
 	assert.Zero(t, e.Status&StatusSeenReply)
 	assert.Equal(t, StatusSrcNAT|StatusDstNAT, e.Status&StatusNATMask)
 	assert.Equal(t, 119*time.Second, e.Timeout(epoch))
@@ -151,7 +151,7 @@ func FuzzParse(f *testing.F) {
 func sameEntry(a, b *Entry) bool {
 	return a.Original() == b.Original() && a.Reply() == b.Reply() && a.Status == b.Status &&
 		a.TCPState == b.TCPState && a.Mark == b.Mark && a.Counters == b.Counters &&
-		a.Expires().Equal(b.Expires()) && a.ID == b.ID && a.Use == b.Use
+		a.Expires().Equal(b.Expires()) && a.ID == b.ID && a.Use() == b.Use()
 }
 
 // Dump in table order prints the same lines as the sorted listing, in
