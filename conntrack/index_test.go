@@ -164,3 +164,46 @@ func TestEntryTuples(t *testing.T) {
 	e.SetExpires(at)
 	assert.True(t, at.Equal(e.Expires()))
 }
+
+// TestEntryStorageProperty: whatever tuples an entry is given, in
+// whatever order, it gives them back, and matches exactly them: the
+// compact storage is the straightforward one (two Tuple fields).
+func TestEntryStorageProperty(t *testing.T) {
+	addrs := []netip.Addr{{},
+		netip.MustParseAddr("0.0.0.0"), netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("::ffff:10.0.0.1"),
+		netip.MustParseAddr("::"), netip.MustParseAddr("2001:db8::1"),
+	}
+	genTuple := rapid.Custom(func(t *rapid.T) Tuple {
+		return Tuple{
+			Src: rapid.SampledFrom(addrs).Draw(t, "src"), Dst: rapid.SampledFrom(addrs).Draw(t, "dst"),
+			SrcPort: rapid.Uint16Range(0, 2).Draw(t, "sport"), DstPort: rapid.Uint16Range(0, 2).Draw(t, "dport"),
+			ICMPType: rapid.Uint8Range(0, 1).Draw(t, "type"), ICMPCode: rapid.Uint8Range(0, 1).Draw(t, "code"),
+			Proto: rapid.SampledFrom([]inet.Proto{inet.TCP, inet.UDP, inet.ICMP}).Draw(t, "proto"),
+			Zone:  rapid.Uint16Range(0, 1).Draw(t, "zone"),
+		}
+	})
+	rapid.Check(t, func(rt *rapid.T) {
+		e := NewEntry(genTuple.Draw(rt, "orig"), genTuple.Draw(rt, "reply"))
+		for range rapid.IntRange(1, 4).Draw(rt, "steps") {
+			o, r := genTuple.Draw(rt, "o"), genTuple.Draw(rt, "r")
+			if rapid.Bool().Draw(rt, "both") {
+				e.SetTuples(o, r)
+			} else {
+				o = e.Original()
+				e.setTuple(Reply, &r) // as SetupNAT does
+			}
+			if e.Original() != o || e.Reply() != r {
+				rt.Fatalf("stored %v / %v, got %v / %v", o, r, e.Original(), e.Reply())
+			}
+			for _, u := range []Tuple{o, r, genTuple.Draw(rt, "other")} {
+				if e.matches(Original, &u) != (u == o) || e.matches(Reply, &u) != (u == r) {
+					rt.Fatalf("%v: matches %v %v, stored %v / %v", u, e.matches(Original, &u), e.matches(Reply, &u), o, r)
+				}
+				src := u.Src == o.Src && u.SrcPort == o.SrcPort && u.Proto == o.Proto && u.Zone == o.Zone
+				if e.matchesSource(&u) != src {
+					rt.Fatalf("%v: matchesSource %v, original %v", u, !src, o)
+				}
+			}
+		}
+	})
+}
