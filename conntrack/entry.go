@@ -303,7 +303,7 @@ func (e *Entry) addr(i int) netip.Addr {
 // sameAddr reports whether address i is a, without building it.
 func (e *Entry) sameAddr(i int, a netip.Addr) bool {
 	if !e.wide() {
-		return a.Is4() && e.addr4[i] == a.As4()
+		return netip.AddrFrom4(e.addr4[i]) == a
 	}
 	return e.addr(i) == a
 }
@@ -344,8 +344,10 @@ func (e *Entry) matches(d Dir, t *Tuple) bool {
 		return false
 	}
 	if e.x == nil {
-		return e.proto == t.Proto && e.zone == t.Zone && t.Src.Is4() && t.Dst.Is4() &&
-			e.addr4[i] == t.Src.As4() && e.addr4[i+1] == t.Dst.As4()
+		// Building the stored addresses compares three words each;
+		// reading t's out with As4 would branch and shift more.
+		return e.proto == t.Proto && e.zone == t.Zone &&
+			netip.AddrFrom4(e.addr4[i]) == t.Src && netip.AddrFrom4(e.addr4[i+1]) == t.Dst
 	}
 	proto, zone := e.protoZone(d)
 	return proto == t.Proto && zone == t.Zone && e.sameAddr(i, t.Src) && e.sameAddr(i+1, t.Dst)
