@@ -107,14 +107,6 @@ func (x *index) hash(t *Tuple) uint32 {
 	return hashTuple(t)
 }
 
-// same reports whether tuple dir of e is the key t.
-func (x *index) same(e *Entry, dir Dir, t *Tuple) bool {
-	if x.bySource {
-		return e.matchesSource(t)
-	}
-	return e.matches(dir, t)
-}
-
 // find returns the slot holding tuple t, or the empty slot where it would
 // go, and whether it was found.
 func (x *index) find(t *Tuple, h uint32) (int, bool) {
@@ -124,7 +116,15 @@ func (x *index) find(t *Tuple, h uint32) (int, bool) {
 		if e == nil {
 			return i, false
 		}
-		if hw&^1 == h && x.same(e, Dir(hw&1), t) {
+		if hw&^1 != h {
+			continue
+		}
+		// One call, not two through same: this runs for every packet.
+		if x.bySource {
+			if e.matchesSource(t) {
+				return i, true
+			}
+		} else if e.matches(Dir(hw&1), t) {
 			return i, true
 		}
 	}
