@@ -25,7 +25,8 @@ func fill(t *testing.T, tb *Table, now time.Time, assured bool, tps ...Tuple) []
 	t.Helper()
 	var out []*Entry
 	for _, tp := range tps {
-		e := &Entry{Original: tp, Reply: tp.Reverse(), Expires: now.Add(time.Hour)}
+		e := NewEntry(tp, tp.Reverse())
+		e.SetExpires(now.Add(time.Hour))
 		if assured {
 			e.Status = StatusSeenReply | StatusAssured
 		}
@@ -121,8 +122,9 @@ func TestTableFullIsBounded(t *testing.T) {
 	tb, clk := newTestTable(t, Config{})
 	for i := range DefaultMax {
 		tp := TupleFrom(inet.TCP, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 1000), ap("10.255.0.1:80"))
-		e := &Entry{Original: tp, Reply: tp.Reverse(), Status: StatusSeenReply | StatusAssured, TCPState: TCPEstablished,
-			Expires: clk.Now().Add(time.Hour)}
+		e := NewEntry(tp, tp.Reverse())
+		e.Status, e.TCPState = StatusSeenReply|StatusAssured, TCPEstablished
+		e.SetExpires(clk.Now().Add(time.Hour))
 		require.NoError(t, tb.Insert(e))
 	}
 	start := time.Now()

@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -141,39 +142,278 @@ type Counter struct {
 	Packets, Bytes uint64
 }
 
-// Entry is one tracked connection (kernel struct nf_conn). Original is the
-// tuple of the first packet; Reply is the tuple replies are expected to
-// carry. Without NAT, Reply == Original.Reverse(); a NAT binding rewrites
-// Reply (DNAT its source, SNAT its destination).
+// Entry is one tracked connection (kernel struct nf_conn). Its Original
+// tuple is that of the first packet; its Reply tuple the one replies are
+// expected to carry. Without NAT, Reply == Original.Reverse(); a NAT
+// binding rewrites Reply (DNAT its source, SNAT its destination).
+//
+// The tuples are stored compactly (an IPv4 connection's four addresses in
+// 16 bytes; address zones are not kept, packets carry none) and read
+// with [Entry.Original], [Entry.Reply] and [Entry.Tuple]. They are set by
+// [NewEntry] and changed only by [Table.SetupNAT] (or [Entry.SetTuples]
+// outside a table), so an entry in a table cannot drift from its index.
+// An Entry is 160 bytes (doc.go, "Scale").
 //
 // An Entry returned by [Table.Track] is owned by the table; callers may set
-// Mark (CONNMARK) but should change tuples only through [Table.SetupNAT].
+// Mark (CONNMARK) and labels.
 type Entry struct {
-	Original, Reply Tuple
-	Status          Status
-	Mark            uint32
+	// Addresses 0–3: original source and destination, reply source and
+	// destination, while all four are IPv4 (x.wide unset); otherwise
+	// they live in x.
+	addr4 [4][4]byte
+	// x holds what few entries need: IPv6 addresses, labels, a use
+	// count other than 1, a reply tuple of another protocol or zone.
+	x        *entryExtra
+	port     [4]uint16   // as the addresses: source and destination per direction
+	icmp     [2][2]uint8 // ICMP type and code per direction
+	proto    inet.Proto  // of both tuples unless x.oddReply
+	TCPState TCPState    // TCPNone for non-TCP entries
+	zone     uint16      // as proto
+	Status   Status
+	Mark     uint32
 	// ID is the entry's id (`conntrack -o id`).
 	ID uint32
-	// Use is the reference count conntrack prints (use=); 1 for entries
-	// the model creates.
-	Use uint32
-	// Labels are the connection's 128 label bits (bit n of Labels[n/64]),
-	// which iptables -m connlabel tests and sets.
-	Labels   [2]uint64
-	Counters [2]Counter // indexed by Dir
-	// Expires is when the entry times out (confirmed entries). Printed as
-	// the remaining whole seconds, rounded down, as the kernel does.
-	Expires time.Time
-
-	// timer is, until confirmation, the timeout Confirm will start (ns);
-	// once confirmed, the deadline slot the entry is filed under, 0 if
-	// none (expiry.go). One field for both keeps an Entry at 288 bytes,
-	// a smaller allocation size class than 320, for a million of them.
-	timer int64
 	// tcp is the TCP tracker's state; a UDP entry keeps the start of its
 	// stream rule there instead (udpStart).
 	tcp      tcpInfo
-	TCPState TCPState // TCPNone for non-TCP entries
+	Counters [2]Counter // indexed by Dir
+	// expires is when the entry times out (confirmed entries), Unix ns;
+	// 0 for the zero time (the zero Entry has expired).
+	expires int64
+	// timer is, until confirmation, the timeout Confirm will start (ns);
+	// once confirmed, the deadline slot the entry is filed under, 0 if
+	// none (expiry.go).
+	timer int64
+}
+
+// entryExtra is the part of an Entry that few entries need.
+type entryExtra struct {
+	// addr holds the four addresses when wide is set, IPv4 ones mapped;
+	// bit i of amask says address i is valid, bit 4+i that it is IPv4.
+	addr  [4][16]byte
+	amask uint8
+	wide  bool
+	// oddReply says the reply tuple's protocol and zone are rproto and
+	// rzone rather than the original's.
+	oddReply bool
+	rproto   inet.Proto
+	rzone    uint16
+	use      uint32
+	labels   [2]uint64
+}
+
+// extra returns e.x, allocating it.
+func (e *Entry) extra() *entryExtra {
+	if e.x == nil {
+		e.x = &entryExtra{use: 1}
+	}
+	return e.x
+}
+
+// wide reports whether the addresses live in e.x.
+func (e *Entry) wide() bool { return e.x != nil && e.x.wide }
+
+// NewEntry returns an unconfirmed entry with the given tuples, e.g. for
+// [Table.Insert]. Use is 1; set Status, counters and [Entry.SetExpires]
+// before inserting.
+func NewEntry(orig, reply Tuple) *Entry {
+	e := &Entry{}
+	e.SetTuples(orig, reply)
+	return e
+}
+
+// SetTuples replaces the tuples of an entry that is in no table: one
+// built for [Table.Insert], or taken out with [Table.Remove] to be
+// inserted again under other tuples. (A table's index would not find an
+// entry whose tuples changed under it; NAT bindings are set up with
+// [Table.SetupNAT].)
+func (e *Entry) SetTuples(orig, reply Tuple) {
+	e.setTuple(Original, &orig)
+	e.setTuple(Reply, &reply)
+}
+
+// Original returns the tuple of the connection's first packet.
+func (e *Entry) Original() Tuple { return e.Tuple(Original) }
+
+// Reply returns the tuple replies are expected to carry.
+func (e *Entry) Reply() Tuple { return e.Tuple(Reply) }
+
+// Tuple returns the entry's tuple for direction d.
+func (e *Entry) Tuple(d Dir) Tuple {
+	d &= 1
+	i := 2 * int(d)
+	proto, zone := e.protoZone(d)
+	return Tuple{
+		Src: e.addr(i), Dst: e.addr(i + 1),
+		SrcPort: e.port[i], DstPort: e.port[i+1],
+		ICMPType: e.icmp[d][0], ICMPCode: e.icmp[d][1],
+		Proto: proto, Zone: zone,
+	}
+}
+
+// protoZone returns the protocol and zone of the tuple of direction d.
+func (e *Entry) protoZone(d Dir) (inet.Proto, uint16) {
+	if d == Reply && e.x != nil && e.x.oddReply {
+		return e.x.rproto, e.x.rzone
+	}
+	return e.proto, e.zone
+}
+
+// setTuple stores t as the tuple of direction d. The original tuple is
+// set first: it gives the protocol and zone the reply's are compared with.
+func (e *Entry) setTuple(d Dir, t *Tuple) {
+	d &= 1
+	i := 2 * int(d)
+	e.setAddr(i, t.Src)
+	e.setAddr(i+1, t.Dst)
+	e.port[i], e.port[i+1] = t.SrcPort, t.DstPort
+	e.icmp[d] = [2]uint8{t.ICMPType, t.ICMPCode}
+	if d == Original {
+		if e.x != nil && !e.x.oddReply && (t.Proto != e.proto || t.Zone != e.zone) {
+			// Keep the reply's protocol and zone until it is set.
+			e.x.oddReply, e.x.rproto, e.x.rzone = true, e.proto, e.zone
+		}
+		e.proto, e.zone = t.Proto, t.Zone
+		return
+	}
+	switch {
+	case t.Proto != e.proto || t.Zone != e.zone:
+		x := e.extra()
+		x.oddReply, x.rproto, x.rzone = true, t.Proto, t.Zone
+	case e.x != nil:
+		e.x.oddReply = false
+	}
+}
+
+// addr returns address i (see Entry).
+func (e *Entry) addr(i int) netip.Addr {
+	if !e.wide() {
+		return netip.AddrFrom4(e.addr4[i])
+	}
+	bit := uint8(1) << i
+	switch {
+	case e.x.amask&bit == 0:
+		return netip.Addr{}
+	case e.x.amask&(bit<<4) != 0:
+		return netip.AddrFrom16(e.x.addr[i]).Unmap()
+	}
+	return netip.AddrFrom16(e.x.addr[i])
+}
+
+// sameAddr reports whether address i is a, without building it.
+func (e *Entry) sameAddr(i int, a netip.Addr) bool {
+	if !e.wide() {
+		return netip.AddrFrom4(e.addr4[i]) == a
+	}
+	return e.addr(i) == a
+}
+
+func (e *Entry) setAddr(i int, a netip.Addr) {
+	if !e.wide() {
+		if a.Is4() {
+			e.addr4[i] = a.As4()
+			return
+		}
+		// Not IPv4, or missing: move all four to the wide form.
+		x := e.extra()
+		x.wide, x.amask = true, 0xff
+		for j := range 4 {
+			x.addr[j] = netip.AddrFrom4(e.addr4[j]).As16()
+		}
+		e.addr4 = [4][4]byte{}
+	}
+	x := e.x
+	bit := uint8(1) << i
+	x.amask &^= bit | bit<<4
+	x.addr[i] = [16]byte{}
+	if !a.IsValid() {
+		return
+	}
+	x.amask |= bit
+	if a.Is4() {
+		x.amask |= bit << 4
+	}
+	x.addr[i] = a.As16()
+}
+
+// matches reports whether t is the entry's tuple of direction d.
+func (e *Entry) matches(d Dir, t *Tuple) bool {
+	d &= 1
+	i := 2 * int(d)
+	if e.port[i] != t.SrcPort || e.port[i+1] != t.DstPort || e.icmp[d] != [2]uint8{t.ICMPType, t.ICMPCode} {
+		return false
+	}
+	if e.x == nil {
+		// Building the stored addresses compares three words each;
+		// reading t's out with As4 would branch and shift more.
+		return e.proto == t.Proto && e.zone == t.Zone &&
+			netip.AddrFrom4(e.addr4[i]) == t.Src && netip.AddrFrom4(e.addr4[i+1]) == t.Dst
+	}
+	proto, zone := e.protoZone(d)
+	return proto == t.Proto && zone == t.Zone && e.sameAddr(i, t.Src) && e.sameAddr(i+1, t.Dst)
+}
+
+// matchesSource reports whether t's source part (address, port, protocol,
+// zone) is that of the entry's original tuple.
+func (e *Entry) matchesSource(t *Tuple) bool {
+	return e.port[0] == t.SrcPort && e.proto == t.Proto && e.zone == t.Zone && e.sameAddr(0, t.Src)
+}
+
+// Use returns the reference count conntrack prints (use=): 1 for entries
+// the model creates, what the text said for parsed ones.
+func (e *Entry) Use() uint32 {
+	if e.x == nil {
+		return 1
+	}
+	return e.x.use
+}
+
+// SetUse sets the use count printed.
+func (e *Entry) SetUse(n uint32) {
+	if n != 1 || e.x != nil {
+		e.extra().use = n
+	}
+}
+
+// Expires returns when the entry times out (confirmed entries); the zero
+// time if it was never set. Printed as the remaining whole seconds,
+// rounded down, as the kernel does.
+func (e *Entry) Expires() time.Time {
+	if e.expires == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, e.expires)
+}
+
+// SetExpires sets when an entry not yet in a table times out, for
+// [Table.Insert] (a table sets the deadlines of its own entries).
+func (e *Entry) SetExpires(at time.Time) { e.expires = unixNano(at) }
+
+// expired reports whether the entry's deadline is at or before now.
+func (e *Entry) expired(now time.Time) bool { return now.UnixNano() >= e.expires }
+
+// unixNano is t in Unix ns, 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// Labels returns the connection's 128 label bits (bit n of word n/64),
+// which iptables -m connlabel tests and sets.
+func (e *Entry) Labels() [2]uint64 {
+	if e.x == nil {
+		return [2]uint64{}
+	}
+	return e.x.labels
+}
+
+// SetLabels sets the connection's label bits.
+func (e *Entry) SetLabels(l [2]uint64) {
+	if l != [2]uint64{} || e.x != nil {
+		e.extra().labels = l
+	}
 }
 
 // udpStart returns the time (Unix ns) of the last packet before
@@ -199,19 +439,11 @@ func (e *Entry) Timeout(now time.Time) time.Duration {
 	if !e.Confirmed() {
 		return time.Duration(e.timer)
 	}
-	d := e.Expires.Sub(now)
+	d := time.Duration(e.expires - now.UnixNano())
 	if d < 0 {
 		return 0
 	}
 	return d
-}
-
-// Tuple returns the entry's tuple for direction d.
-func (e *Entry) Tuple(d Dir) Tuple {
-	if d == Reply {
-		return e.Reply
-	}
-	return e.Original
 }
 
 // NATed reports whether the binding of kind k changes addresses or ports
@@ -263,21 +495,21 @@ func hex(v uint64) string {
 // "tcp ESTABLISHED src=10.0.0.1 dst=10.0.0.2 sport=40000 dport=80
 // src=10.0.0.2 dst=10.0.0.1 sport=80 dport=40000 [SEEN_REPLY|ASSURED|CONFIRMED] mark=0".
 func (e *Entry) String() string {
-	b := append([]byte(nil), e.Original.Proto.ConntrackName()...)
+	b := append([]byte(nil), e.proto.ConntrackName()...)
 	b = append(b, ' ')
-	if e.Original.Proto == inet.TCP {
+	if e.proto == inet.TCP {
 		b = append(b, e.TCPState.String()...)
 		b = append(b, ' ')
 	}
-	b = appendTuple(b, e.Original)
-	b = appendTuple(b, e.Reply)
+	b = appendTuple(b, e.Original())
+	b = appendTuple(b, e.Reply())
 	b = append(b, '[')
 	b = append(b, e.Status.String()...)
 	b = append(b, "] mark="...)
 	b = strconv.AppendUint(b, uint64(e.Mark), 10)
-	if e.Original.Zone != 0 {
+	if e.zone != 0 {
 		b = append(b, " zone="...)
-		b = strconv.AppendUint(b, uint64(e.Original.Zone), 10)
+		b = strconv.AppendUint(b, uint64(e.zone), 10)
 	}
 	return string(b)
 }

@@ -72,7 +72,7 @@ func ExampleParseEntry() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(e.TCPState, e.Status, e.Reply.Src)
+	fmt.Println(e.TCPState, e.Status, e.Reply().Src)
 	_, _, err = conntrack.ParseEntry("tcp      6 119 SYN_SENT src=192.168.10.2 dst=10.96.0.55 sport=51122 dport=http", time.Time{})
 	fmt.Println(err)
 	// Output:

@@ -38,17 +38,17 @@ func (w *timers) reset() {
 
 // key returns the slot of deadline at: its Unix time in units of 2^30 ns,
 // at least 1 (0 means unfiled; earlier deadlines share slot 1).
-func (w *timers) key(at time.Time) int64 {
-	return max(at.UnixNano()>>slotShift, 1)
+func (w *timers) key(at int64) int64 {
+	return max(at>>slotShift, 1)
 }
 
 // schedule files a confirmed entry under its deadline's slot unless it is
 // already filed at that slot or an earlier one.
 func (t *Table) schedule(e *Entry) {
 	w := &t.timers
-	k := w.key(e.Expires)
+	k := w.key(e.expires)
 	if k == w.cur {
-		w.curMin = min(w.curMin, e.Expires.UnixNano())
+		w.curMin = min(w.curMin, e.expires)
 	}
 	if e.timer != 0 && e.timer <= k {
 		return
@@ -70,7 +70,7 @@ func (t *Table) schedule(e *Entry) {
 
 // setExpires changes a confirmed entry's deadline.
 func (t *Table) setExpires(e *Entry, at time.Time) {
-	e.Expires = at
+	e.expires = unixNano(at)
 	t.schedule(e)
 }
 
@@ -92,7 +92,7 @@ func (t *Table) refile() {
 func (t *Table) Expire() int {
 	now := t.clock.Now()
 	w := &t.timers
-	nowKey := w.key(now)
+	nowKey := w.key(now.UnixNano())
 	n := 0
 	for len(w.heap) > 0 && w.heap[0] < nowKey {
 		k := w.pop()
@@ -107,7 +107,7 @@ func (t *Table) Expire() int {
 				continue // filed again earlier, or removed
 			}
 			e.timer = 0
-			if !now.Before(e.Expires) {
+			if e.expired(now) {
 				if t.Remove(e) {
 					n++
 				}
@@ -129,14 +129,14 @@ func (t *Table) Expire() int {
 		for _, e := range list {
 			switch {
 			case e.timer != nowKey:
-			case !now.Before(e.Expires):
+			case e.expired(now):
 				e.timer = 0
 				if t.Remove(e) {
 					n++
 				}
 			default:
 				keep = append(keep, e)
-				earliest = min(earliest, e.Expires.UnixNano())
+				earliest = min(earliest, e.expires)
 				continue
 			}
 			w.refs--
@@ -150,7 +150,8 @@ func (t *Table) Expire() int {
 
 // live reports whether e is in the table.
 func (t *Table) live(e *Entry) bool {
-	got, _, ok := t.idx.get(&e.Original)
+	orig := e.Original()
+	got, _, ok := t.idx.get(&orig)
 	return ok && got == e
 }
 

@@ -60,7 +60,7 @@ func TestExpireMatchesScan(t *testing.T) {
 				now := clk.Now()
 				var due int
 				tb.idx.entries(func(e *Entry) {
-					if !now.Before(e.Expires) {
+					if !now.Before(e.Expires()) {
 						due++
 					}
 				})
@@ -101,7 +101,9 @@ func TestFlushCountsLive(t *testing.T) {
 	tb, clk := newTestTable(t, Config{})
 	for i, d := range []time.Duration{time.Minute, time.Hour, 2 * time.Hour} {
 		tp := udpFlow(i)
-		require.NoError(t, tb.Insert(&Entry{Original: tp, Reply: tp.Reverse(), Expires: clk.Now().Add(d)}))
+		e := NewEntry(tp, tp.Reverse())
+		e.SetExpires(clk.Now().Add(d))
+		require.NoError(t, tb.Insert(e))
 	}
 	clk.Advance(90 * time.Second)
 	require.Equal(t, 3, tb.Len())

@@ -22,41 +22,48 @@ import (
 // three slots per connection (two tuples, and the NAT source), the slots
 // are a fifth of a table's memory.
 type index struct {
-	slots    []slot
+	groups   []group
+	n        int // slots: 4 per group
 	used     int
 	bySource bool
 }
 
+// group holds four slots. A slot holds one tuple of an entry, the
+// direction in bit 0 of its hash word (hashes are even); hash is the low
+// half of the tuple's hash, enough to place it and to skip most unequal
+// tuples without reading the entry. Four pointers and four hashes in a
+// group take 12 bytes a slot, where a slot struct would be padded to 16,
+// and keep a slot's pointer and hash in the same cache line or the next.
+type group struct {
+	e [4]*Entry
+	h [4]uint32
+}
+
+// at returns the entry and hash word of slot i.
+func (x *index) at(i int) (*Entry, uint32) {
+	g := &x.groups[i>>2]
+	return g.e[i&3], g.h[i&3]
+}
+
+func (x *index) set(i int, e *Entry, hw uint32) {
+	g := &x.groups[i>>2]
+	g.e[i&3], g.h[i&3] = e, hw
+}
+
 // home returns the slot where a tuple of hash h starts its probe.
-func (x *index) home(h uint32) int { return int(uint64(h) * uint64(len(x.slots)) >> 32) }
+func (x *index) home(h uint32) int { return int(uint64(h) * uint64(x.n) >> 32) }
 
 // next returns the slot after i, wrapping around.
 func (x *index) next(i int) int {
-	if i++; i == len(x.slots) {
+	if i++; i == x.n {
 		return 0
 	}
 	return i
 }
 
-// slot holds one tuple of an entry: e.Original or e.Reply, as dir says.
-// hash is the low half of the tuple's hash, enough to place it and to
-// skip most unequal tuples without reading the entry.
-type slot struct {
-	e    *Entry
-	hash uint32
-	dir  Dir
-}
-
-func (s *slot) tuple() *Tuple {
-	if s.dir == Reply {
-		return &s.e.Reply
-	}
-	return &s.e.Original
-}
-
 // hashTuple mixes every field of t. IPv4 and IPv4-mapped addresses, and
-// addresses differing only in zone, hash alike; sameTuple tells them
-// apart.
+// addresses differing only in zone, hash alike; Entry.matches tells
+// them apart.
 func hashTuple(t *Tuple) uint32 {
 	const k1, k2, k3 = 0x9e3779b97f4a7c15, 0xc2b2ae3d27d4eb4f, 0x165667b19e3779f9
 	s0, s1 := addrWords(t.Src)
@@ -67,7 +74,7 @@ func hashTuple(t *Tuple) uint32 {
 	h ^= h >> 29
 	h *= k3
 	h ^= h >> 32
-	return uint32(h)
+	return uint32(h) &^ 1 // bit 0 of a slot's hash word is the direction
 }
 
 // addrWords returns a's bytes as two words. An IPv4 address is read
@@ -90,7 +97,7 @@ func hashSource(t *Tuple) uint32 {
 	h ^= h >> 29
 	h *= k1
 	h ^= h >> 32
-	return uint32(h)
+	return uint32(h) &^ 1 // bit 0 of a slot's hash word is the direction
 }
 
 func (x *index) hash(t *Tuple) uint32 {
@@ -100,29 +107,24 @@ func (x *index) hash(t *Tuple) uint32 {
 	return hashTuple(t)
 }
 
-// same reports whether t and u are the same key.
-func (x *index) same(t, u *Tuple) bool {
-	if x.bySource {
-		return t.SrcPort == u.SrcPort && t.Src == u.Src && t.Proto == u.Proto && t.Zone == u.Zone
-	}
-	return sameTuple(t, u)
-}
-
-// sameTuple is t == u, comparing the fields that differ most often first.
-func sameTuple(t, u *Tuple) bool {
-	return t.SrcPort == u.SrcPort && t.DstPort == u.DstPort && t.Src == u.Src && t.Dst == u.Dst &&
-		t.Proto == u.Proto && t.ICMPType == u.ICMPType && t.ICMPCode == u.ICMPCode && t.Zone == u.Zone
-}
-
 // find returns the slot holding tuple t, or the empty slot where it would
 // go, and whether it was found.
 func (x *index) find(t *Tuple, h uint32) (int, bool) {
 	for i := x.home(h); ; i = x.next(i) {
-		s := &x.slots[i]
-		if s.e == nil {
+		g := &x.groups[i>>2]
+		e, hw := g.e[i&3], g.h[i&3]
+		if e == nil {
 			return i, false
 		}
-		if s.hash == h && x.same(s.tuple(), t) {
+		if hw&^1 != h {
+			continue
+		}
+		// One call, not two through same: this runs for every packet.
+		if x.bySource {
+			if e.matchesSource(t) {
+				return i, true
+			}
+		} else if e.matches(Dir(hw&1), t) {
 			return i, true
 		}
 	}
@@ -137,8 +139,8 @@ func (x *index) get(t *Tuple) (*Entry, Dir, bool) {
 	if !ok {
 		return nil, Original, false
 	}
-	s := &x.slots[i]
-	return s.e, s.dir, true
+	e, hw := x.at(i)
+	return e, Dir(hw & 1), true
 }
 
 // put makes tuple dir of e find e, replacing whatever held that tuple.
@@ -146,30 +148,33 @@ func (x *index) put(e *Entry, dir Dir) {
 	// At most three quarters full: a new connection's lookups are
 	// misses, which probe to the end of their run (8.5 slots on average
 	// at 3/4, each a hash compared in a contiguous array).
-	if (x.used+1)*4 > len(x.slots)*3 {
+	if (x.used+1)*4 > x.n*3 {
 		x.grow()
 	}
-	s := slot{e: e, dir: dir}
-	s.hash = x.hash(s.tuple())
-	i, ok := x.find(s.tuple(), s.hash)
+	t := e.Tuple(dir)
+	h := x.hash(&t)
+	i, ok := x.find(&t, h)
 	if !ok {
 		x.used++
 	}
-	x.slots[i] = s
+	x.set(i, e, h|uint32(dir&1))
 }
 
 func (x *index) grow() {
-	old := x.slots
-	x.slots = make([]slot, max(2*(x.used+1), 16))
-	for _, s := range old {
-		if s.e == nil {
+	old, oldN := x.groups, x.n
+	x.n = (max(2*(x.used+1), 16) + 3) &^ 3
+	x.groups = make([]group, x.n/4)
+	for j := range oldN {
+		g := &old[j>>2]
+		e, hw := g.e[j&3], g.h[j&3]
+		if e == nil {
 			continue
 		}
-		i := x.home(s.hash)
-		for x.slots[i].e != nil {
+		i := x.home(hw &^ 1)
+		for x.groups[i>>2].e[i&3] != nil {
 			i = x.next(i)
 		}
-		x.slots[i] = s
+		x.set(i, e, hw)
 	}
 }
 
@@ -179,64 +184,75 @@ func (x *index) del(t *Tuple, e *Entry) bool {
 		return false
 	}
 	i, ok := x.find(t, x.hash(t))
-	if !ok || x.slots[i].e != e {
+	if !ok {
+		return false
+	}
+	if got, _ := x.at(i); got != e {
 		return false
 	}
 	// Backward-shift deletion: move later slots of the run back into the
 	// hole unless that would put them before their home slot.
-	n := len(x.slots)
+	n := x.n
 	dist := func(from, to int) int { // slots from from forward to to
 		if d := to - from; d >= 0 {
 			return d
 		}
 		return to - from + n
 	}
-	for j := x.next(i); x.slots[j].e != nil; j = x.next(j) {
-		if dist(x.home(x.slots[j].hash), j) >= dist(i, j) {
-			x.slots[i] = x.slots[j]
+	for j := x.next(i); ; j = x.next(j) {
+		ej, hj := x.at(j)
+		if ej == nil {
+			break
+		}
+		if dist(x.home(hj&^1), j) >= dist(i, j) {
+			x.set(i, ej, hj)
 			i = j
 		}
 	}
-	x.slots[i] = slot{}
+	x.set(i, nil, 0)
 	x.used--
 	return true
 }
 
 // entries calls f for every entry once, by its original tuple.
 func (x *index) entries(f func(e *Entry)) {
-	for i := range x.slots {
-		if s := &x.slots[i]; s.e != nil && s.dir == Original {
-			f(s.e)
+	for i := range x.groups {
+		g := &x.groups[i]
+		for k, e := range g.e {
+			if e != nil && Dir(g.h[k]&1) == Original {
+				f(e)
+			}
 		}
 	}
 }
 
-// rangeSlots calls f for every slot whose hash h has lo <= h < hi
-// (hi at most 1<<32). It scans the slots those hashes call home and the
-// probe run that continues past them: f must not change the index.
-func (x *index) rangeSlots(lo, hi uint64, f func(s *slot)) {
+// rangeSlots calls f for the entry of every slot whose hash h has
+// lo <= h < hi (hi at most 1<<32). It scans the slots those hashes call
+// home and the probe run that continues past them: f must not change the
+// index.
+func (x *index) rangeSlots(lo, hi uint64, f func(e *Entry)) {
 	if x.used == 0 || lo >= hi {
 		return
 	}
 	start := x.home(uint32(lo))
 	span := x.home(uint32(hi-1)) - start
 	i := start
-	for n := range len(x.slots) {
-		s := &x.slots[i]
+	for n := range x.n {
+		e, hw := x.at(i)
 		i = x.next(i)
-		if s.e == nil {
+		if e == nil {
 			if n > span {
 				return
 			}
 			continue
 		}
-		if h := uint64(s.hash); h >= lo && h < hi {
-			f(s)
+		if h := uint64(hw &^ 1); h >= lo && h < hi {
+			f(e)
 		}
 	}
 }
 
 func (x *index) clear() {
-	clear(x.slots)
+	clear(x.groups)
 	x.used = 0
 }

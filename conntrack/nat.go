@@ -84,23 +84,25 @@ func (t *Table) SetupNAT(e *Entry, k NATKind, r NATRange) error {
 		return fmt.Errorf("setup %v: nil entry", k)
 	}
 	if e.Confirmed() {
-		return fmt.Errorf("setup %v for %v: %w", k, e.Original, ErrConfirmed)
+		return fmt.Errorf("setup %v for %v: %w", k, e.Original(), ErrConfirmed)
 	}
 	done := StatusSrcNATDone
 	if k == DNAT {
 		done = StatusDstNATDone
 	}
 	if e.Status&done != 0 {
-		return fmt.Errorf("setup %v for %v: %w", k, e.Original, ErrNATDone)
+		return fmt.Errorf("setup %v for %v: %w", k, e.Original(), ErrNATDone)
 	}
-	if err := r.normalize(e.Original.Src); err != nil {
-		return fmt.Errorf("setup %v for %v: %w", k, e.Original, err)
+	if err := r.normalize(e.addr(0)); err != nil {
+		return fmt.Errorf("setup %v for %v: %w", k, e.Original(), err)
 	}
 	var curr Tuple
-	e.Reply.reverseInto(&curr)
+	reply := e.Reply()
+	reply.reverseInto(&curr)
 	next := t.uniqueTuple(curr, r, k, e)
 	if next != curr {
-		next.reverseInto(&e.Reply)
+		next.reverseInto(&reply)
+		e.setTuple(Reply, &reply)
 		if k == SNAT {
 			e.Status |= StatusSrcNAT
 		} else {
@@ -119,9 +121,9 @@ func (t *Table) SetupNullNAT(e *Entry, k NATKind) error {
 	if e == nil || e.NATDone(k) {
 		return nil
 	}
-	addr := e.Reply.Src // DNAT: keep the current destination
+	addr := e.addr(2) // DNAT: keep the current destination (the reply's source)
 	if k == SNAT {
-		addr = e.Reply.Dst
+		addr = e.addr(3)
 	}
 	return t.SetupNAT(e, k, NATRange{MinAddr: addr, MaxAddr: addr})
 }
@@ -182,7 +184,7 @@ func (t *Table) used(tp *Tuple, e *Entry) bool {
 	if !ok || x == e {
 		return false
 	}
-	if !t.clock.Now().Before(x.Expires) {
+	if x.expired(t.clock.Now()) {
 		t.Remove(x) // as lookup does: an expired entry holds nothing
 		return false
 	}
@@ -226,7 +228,7 @@ func (t *Table) uniqueTuple(orig Tuple, r NATRange, k NATKind, e *Entry) Tuple {
 				return orig
 			}
 		} else if x, _, ok := t.bySrc.get(&orig); ok && x != e {
-			cand := x.Reply.Reverse()
+			cand := x.Reply().Reverse()
 			cand.Dst, cand.DstPort = orig.Dst, orig.DstPort
 			if orig.IsICMP() {
 				cand.ICMPType, cand.ICMPCode = orig.ICMPType, orig.ICMPCode
@@ -425,22 +427,20 @@ func (e *Entry) Rewrite(k NATKind, dir Dir) (addr netip.Addr, port uint16, ok bo
 	if !e.manips(k, dir) {
 		return netip.Addr{}, 0, false
 	}
-	other := &e.Reply
-	if dir == Reply {
-		other = &e.Original
-	}
+	o := 1 - dir&1 // the other direction
+	i := 2 * int(o)
 	switch {
-	case other.IsICMP():
-		port = other.SrcPort
+	case e.proto.IsICMP():
+		port = e.port[i]
 	case k == SNAT:
-		port = other.DstPort
+		port = e.port[i+1]
 	default:
-		port = other.SrcPort
+		port = e.port[i]
 	}
 	if k == SNAT {
-		return other.Dst, port, true
+		return e.addr(i + 1), port, true
 	}
-	return other.Src, port, true
+	return e.addr(i), port, true
 }
 
 // TranslateRelated rewrites an ICMP error RELATED to this entry (kernel

@@ -38,9 +38,9 @@ func TestNATOffset(t *testing.T) {
 			for i, f := range tc.flows {
 				info := track(t, tb, f)
 				require.NoError(t, tb.SetupNAT(info.Entry, tc.kind, tc.r))
-				got := info.Entry.Reply.SrcPort // the DNAT target, seen from the reply
+				got := info.Entry.Reply().SrcPort // the DNAT target, seen from the reply
 				if tc.kind == SNAT {
-					got = info.Entry.Reply.DstPort
+					got = info.Entry.Reply().DstPort
 				}
 				assert.Equal(t, tc.want[i], got, "flow %d", i+1)
 				require.NoError(t, tb.Confirm(info.Entry))

@@ -25,7 +25,7 @@ func TestNATDNATAndMasquerade(t *testing.T) {
 	require.True(t, ok)
 	e := info.Entry
 	assert.Equal(t, TupleFrom(inet.TCP, ap("10.244.1.1:41001"), ap("10.244.1.5:8080")), out.Tuple)
-	assert.Equal(t, TupleFrom(inet.TCP, ap("10.244.1.5:8080"), ap("10.244.1.1:41001")), e.Reply)
+	assert.Equal(t, TupleFrom(inet.TCP, ap("10.244.1.5:8080"), ap("10.244.1.1:41001")), e.Reply())
 	assert.Equal(t, StatusSrcNAT|StatusDstNAT|StatusSrcNATDone|StatusDstNATDone, e.Status&(StatusNATMask|StatusSrcNATDone|StatusDstNATDone))
 
 	// The reply is un-NATed: de-SNAT at PREROUTING, de-DNAT at POSTROUTING.
@@ -51,7 +51,7 @@ func TestNATNullBindingKeepsTuple(t *testing.T) {
 	out, info, ok := n.forward(t, f)
 	require.True(t, ok)
 	assert.Equal(t, f.Tuple, out.Tuple)
-	assert.Equal(t, f.Reverse(), info.Entry.Reply)
+	assert.Equal(t, f.Reverse(), info.Entry.Reply())
 	assert.Zero(t, info.Entry.Status&StatusNATMask)
 	assert.True(t, info.Entry.NATDone(SNAT) && info.Entry.NATDone(DNAT))
 }
@@ -70,7 +70,7 @@ func TestNATSourcePortClash(t *testing.T) {
 		require.True(t, ok)
 		assert.NotEqual(t, uint16(41001), out2.SrcPort)
 		assert.GreaterOrEqual(t, out2.SrcPort, uint16(1024), "port class of the original port")
-		assert.Equal(t, out2.SrcPort, info.Entry.Reply.DstPort)
+		assert.Equal(t, out2.SrcPort, info.Entry.Reply().DstPort)
 		assert.Equal(t, 2, tb.Len())
 		return out2.SrcPort
 	}
@@ -97,8 +97,8 @@ func TestNATRandomFullyAndRanges(t *testing.T) {
 	// SNAT to a port range: a port outside it is moved into it.
 	e := track(t, tb, udpFacts("10.0.0.2:5000", "10.0.0.1:53")).Entry
 	require.NoError(t, tb.SetupNAT(e, SNAT, NATRange{MinAddr: ip("1.2.3.4"), MinPort: 2000, MaxPort: 2001}))
-	assert.Equal(t, ip("1.2.3.4"), e.Reply.Dst)
-	assert.Contains(t, []uint16{2000, 2001}, e.Reply.DstPort)
+	assert.Equal(t, ip("1.2.3.4"), e.Reply().Dst)
+	assert.Contains(t, []uint16{2000, 2001}, e.Reply().DstPort)
 	require.ErrorIs(t, tb.SetupNAT(e, SNAT, NATRange{}), ErrNATDone)
 	require.NoError(t, tb.Confirm(e))
 	require.ErrorIs(t, tb.SetupNAT(e, DNAT, NATRange{}), ErrConfirmed)
@@ -106,12 +106,12 @@ func TestNATRandomFullyAndRanges(t *testing.T) {
 	// DNAT to an address range: deterministic per client, inside the range.
 	e = track(t, tb, udpFacts("10.0.0.2:5001", "10.0.0.1:53")).Entry
 	require.NoError(t, tb.SetupNAT(e, DNAT, NATRange{MinAddr: ip("10.1.0.1"), MaxAddr: ip("10.1.0.4"), Flags: NATPersistent}))
-	got := e.Reply.Src
+	got := e.Reply().Src
 	assert.True(t, got.Compare(ip("10.1.0.1")) >= 0 && got.Compare(ip("10.1.0.4")) <= 0, "got %v", got)
-	assert.Equal(t, uint16(53), e.Reply.SrcPort, "DNAT without ports keeps the port")
+	assert.Equal(t, uint16(53), e.Reply().SrcPort, "DNAT without ports keeps the port")
 	e2 := track(t, tb, udpFacts("10.0.0.2:5002", "10.0.0.9:53")).Entry
 	require.NoError(t, tb.SetupNAT(e2, DNAT, NATRange{MinAddr: ip("10.1.0.1"), MaxAddr: ip("10.1.0.4"), Flags: NATPersistent}))
-	assert.Equal(t, got, e2.Reply.Src, "persistent: same client, same address")
+	assert.Equal(t, got, e2.Reply().Src, "persistent: same client, same address")
 
 	// Bad ranges.
 	e3 := track(t, tb, udpFacts("10.0.0.2:5003", "10.0.0.1:53")).Entry
@@ -133,7 +133,7 @@ func TestNATICMPEchoAndRelatedError(t *testing.T) {
 	out, info, ok := n.forward(t, Facts{Tuple: ICMPTuple(ip("192.168.10.2"), ip("10.96.0.20"), 8, 0, 4242)})
 	require.True(t, ok)
 	assert.Equal(t, ICMPTuple(ip("10.244.1.1"), ip("10.244.1.5"), 8, 0, 4242), out.Tuple)
-	assert.Equal(t, ICMPTuple(ip("10.244.1.5"), ip("10.244.1.1"), 0, 0, 4242), info.Entry.Reply)
+	assert.Equal(t, ICMPTuple(ip("10.244.1.5"), ip("10.244.1.1"), 0, 0, 4242), info.Entry.Reply())
 	back, _, ok := n.forward(t, Facts{Tuple: ICMPTuple(ip("10.244.1.5"), ip("10.244.1.1"), 0, 0, 4242)})
 	require.True(t, ok)
 	assert.Equal(t, ICMPTuple(ip("10.96.0.20"), ip("192.168.10.2"), 0, 0, 4242), back.Tuple)
@@ -166,7 +166,7 @@ func TestNATHairpin(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, TupleFrom(inet.TCP, ap("10.244.1.1:40000"), ap(pod+":8080")), out.Tuple)
 	e := info.Entry
-	assert.NotEqual(t, e.Original, e.Reply)
+	assert.NotEqual(t, e.Original(), e.Reply())
 	// The pod answers the node, which turns it back into the service.
 	back, info, ok := n.forward(t, tcpFacts(pod+":8080", "10.244.1.1:40000", synack))
 	require.True(t, ok)
@@ -191,17 +191,17 @@ func TestNATReusesSourceMapping(t *testing.T) {
 	e2 := track(t, tb, udpFacts("10.0.0.2:5000", "9.9.9.9:53")).Entry
 	require.NoError(t, tb.SetupNAT(e2, SNAT, r))
 	require.NoError(t, tb.Confirm(e2))
-	assert.Equal(t, e1.Reply.DstAddrPort(), e2.Reply.DstAddrPort())
-	assert.True(t, e1.Reply.DstPort >= 2000 && e1.Reply.DstPort <= 3000)
+	assert.Equal(t, e1.Reply().DstAddrPort(), e2.Reply().DstAddrPort())
+	assert.True(t, e1.Reply().DstPort >= 2000 && e1.Reply().DstPort <= 3000)
 }
 
 func TestNATIPv6Range(t *testing.T) {
 	tb, _ := newTestTable(t, Config{})
 	e := track(t, tb, Facts{Tuple: TupleFrom(inet.TCP, ap("[fd00::2]:5000"), ap("[fd00:96::10]:80")), TCPFlags: inet.SYN}).Entry
 	require.NoError(t, tb.SetupNAT(e, DNAT, NATRange{MinAddr: ip("fd00:1::1"), MaxAddr: ip("fd00:1::4"), MinPort: 8080}))
-	got := e.Reply.Src
+	got := e.Reply().Src
 	assert.True(t, got.Compare(ip("fd00:1::1")) >= 0 && got.Compare(ip("fd00:1::4")) <= 0, "got %v", got)
-	assert.Equal(t, uint16(8080), e.Reply.SrcPort)
+	assert.Equal(t, uint16(8080), e.Reply().SrcPort)
 	e = track(t, tb, Facts{Tuple: TupleFrom(inet.TCP, ap("[fd00::2]:5001"), ap("[fd00:96::10]:80")), TCPFlags: inet.SYN}).Entry
 	require.ErrorIs(t, tb.SetupNAT(e, DNAT, NATRange{MinAddr: ip("fd00:1::1"), MaxAddr: ip("fd00:2::1")}), ErrBadRange)
 }

@@ -56,7 +56,7 @@ func TestPropertyNATRepliesUnNAT(t *testing.T) {
 			out, info, ok := n.forward(rt, f)
 			require.True(rt, ok, "flow %d %v dropped", i, f.Tuple)
 			require.Equal(rt, StateNew, info.State)
-			require.Equal(rt, out.Tuple.Reverse(), info.Entry.Reply)
+			require.Equal(rt, out.Tuple.Reverse(), info.Entry.Reply())
 			flows = append(flows, flow{f, out})
 		}
 		seen := map[Tuple]bool{}

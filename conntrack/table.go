@@ -289,8 +289,11 @@ func (t *Table) create(f *Facts, now time.Time) (Info, error) {
 		t.stats.Drop++
 		return Info{}, &fullError{f.Tuple}
 	}
-	e := &Entry{Original: f.Tuple, Use: 1, ID: t.rng.Uint32()}
-	f.Tuple.reverseInto(&e.Reply)
+	e := &Entry{ID: t.rng.Uint32()}
+	e.setTuple(Original, &f.Tuple)
+	var rev Tuple
+	f.Tuple.reverseInto(&rev)
+	e.setTuple(Reply, &rev)
 	if f.Proto == inet.TCP {
 		e.tcp.initWindow(f)
 	}
@@ -355,7 +358,7 @@ func (t *Table) lookup(tp *Tuple, now time.Time) (*Entry, Dir, bool) {
 	if !ok {
 		return nil, Original, false
 	}
-	if !now.Before(e.Expires) {
+	if e.expired(now) {
 		t.Remove(e)
 		return nil, Original, false
 	}
@@ -377,14 +380,14 @@ func (t *Table) Confirm(e *Entry) error {
 		return nil
 	}
 	now := t.clock.Now()
-	for _, tp := range [2]Tuple{e.Original, e.Reply} {
+	for _, tp := range [2]Tuple{e.Original(), e.Reply()} {
 		if _, _, ok := t.lookup(&tp, now); ok {
 			t.stats.InsertFailed++
 			return fmt.Errorf("confirm %v: %w", tp, ErrClash)
 		}
 	}
 	e.Status |= StatusConfirmed
-	e.Expires = now.Add(time.Duration(e.timer))
+	e.expires = now.UnixNano() + e.timer
 	t.insert(e)
 	return nil
 }
@@ -410,7 +413,7 @@ func (t *Table) insert(e *Entry) {
 // not enough memory"). Stats.Insert counts the entries added.
 func (t *Table) Insert(e *Entry) error {
 	now := t.clock.Now()
-	for _, tp := range [2]Tuple{e.Original, e.Reply} {
+	for _, tp := range [2]Tuple{e.Original(), e.Reply()} {
 		if _, _, ok := t.lookup(&tp, now); ok {
 			return fmt.Errorf("insert %v: %w", tp, ErrClash)
 		}
@@ -418,14 +421,14 @@ func (t *Table) Insert(e *Entry) error {
 	// ctnetlink allocates without the packet's hash: early drop starts
 	// at bucket 0 (nf_conntrack_alloc).
 	if !t.room(0) {
-		return fmt.Errorf("insert %v: %w", e.Original, ErrTableFull)
+		return fmt.Errorf("insert %v: %w", e.Original(), ErrTableFull)
 	}
 	t.stats.Insert++
 	e.Status |= StatusConfirmed
-	if e.Use == 0 {
-		e.Use = 1
+	if e.Use() == 0 {
+		e.SetUse(1)
 	}
-	if e.Original.Proto == inet.TCP && e.tcp.seen[Original].maxwin == 0 && e.tcp.seen[Reply].maxwin == 0 {
+	if e.proto == inet.TCP && e.tcp.seen[Original].maxwin == 0 && e.tcp.seen[Reply].maxwin == 0 {
 		// A snapshot does not carry the windows: pick them up from the
 		// next segments and never judge them, as for a loose pickup.
 		e.tcp.seen[Original].flags |= seenLiberal | seenSACKPerm
@@ -440,11 +443,12 @@ func (t *Table) Remove(e *Entry) bool {
 	if e == nil {
 		return false
 	}
-	if !t.idx.del(&e.Original, e) {
+	orig, reply := e.Original(), e.Reply()
+	if !t.idx.del(&orig, e) {
 		return false
 	}
-	t.idx.del(&e.Reply, e)
-	t.bySrc.del(&e.Original, e)
+	t.idx.del(&reply, e)
+	t.bySrc.del(&orig, e)
 	t.count--
 	e.Status |= StatusDying
 	e.timer = 0
@@ -479,12 +483,12 @@ func (t *Table) earlyDrop(h uint32) bool {
 	for range evictionRange {
 		hi := first(bk + 1)
 		t.scratch = t.scratch[:0]
-		t.idx.rangeSlots(lo, hi, func(s *slot) { t.scratch = append(t.scratch, s.e) })
+		t.idx.rangeSlots(lo, hi, func(e *Entry) { t.scratch = append(t.scratch, e) })
 		drops := 0
 		for _, e := range t.scratch {
 			switch {
 			case e.Status&StatusDying != 0:
-			case !now.Before(e.Expires):
+			case e.expired(now):
 				t.Remove(e)
 			case e.Status&StatusAssured != 0:
 			case t.Remove(e):
@@ -511,12 +515,12 @@ func (t *Table) earlyDrop(h uint32) bool {
 func (t *Table) All() iter.Seq[*Entry] {
 	return func(yield func(*Entry) bool) {
 		now := t.clock.Now()
-		for i := range t.idx.slots {
-			s := &t.idx.slots[i]
-			if s.e == nil || s.dir != Original || !now.Before(s.e.Expires) {
+		for i := range t.idx.n {
+			e, hw := t.idx.at(i)
+			if e == nil || Dir(hw&1) != Original || e.expired(now) {
 				continue
 			}
-			if !yield(s.e) {
+			if !yield(e) {
 				return
 			}
 		}
@@ -531,10 +535,10 @@ func (t *Table) Entries() []*Entry {
 	out := make([]*Entry, 0, t.count)
 	t.idx.entries(func(e *Entry) { out = append(out, e) })
 	slices.SortFunc(out, func(a, b *Entry) int {
-		if c := compareTuple(a.Original, b.Original); c != 0 {
+		if c := compareTuple(a.Original(), b.Original()); c != 0 {
 			return c
 		}
-		return compareTuple(a.Reply, b.Reply)
+		return compareTuple(a.Reply(), b.Reply())
 	})
 	return out
 }
@@ -570,7 +574,7 @@ type Filter struct {
 
 // Match reports whether e satisfies every set field of f.
 func (f Filter) Match(e *Entry) bool {
-	o, r := e.Original, e.Reply
+	o, r := e.Original(), e.Reply()
 	switch {
 	case f.Proto != 0 && o.Proto != f.Proto,
 		f.OrigSrc.IsValid() && o.Src != f.OrigSrc,
@@ -618,7 +622,7 @@ func (t *Table) Flush() int {
 // reset (nf_ct_set_closing, nf_conntrack_tcp_set_closing). Other entries,
 // unconfirmed ones and ones already closing are left alone.
 func (t *Table) SetClosing(e *Entry) {
-	if e == nil || !e.Confirmed() || e.Original.Proto != inet.TCP || e.TCPState == TCPClose {
+	if e == nil || !e.Confirmed() || e.proto != inet.TCP || e.TCPState == TCPClose {
 		return
 	}
 	e.TCPState = TCPClose

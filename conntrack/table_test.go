@@ -69,7 +69,7 @@ func TestICMP(t *testing.T) {
 	require.Equal(t, StateNew, info.State)
 	e := info.Entry
 	require.NoError(t, tb.Confirm(e))
-	assert.Equal(t, ICMPTuple(b, a, 0, 0, 77), e.Reply)
+	assert.Equal(t, ICMPTuple(b, a, 0, 0, 77), e.Reply())
 	assert.Equal(t, 30*time.Second, e.Timeout(clk.Now()))
 
 	info = track(t, tb, Facts{Tuple: ICMPTuple(b, a, 0, 0, 77)})
@@ -83,8 +83,8 @@ func TestICMP(t *testing.T) {
 	// ICMPv6 echo.
 	info = track(t, tb, Facts{Tuple: ICMPTuple(ip("fd00::1"), ip("fd00::2"), 128, 0, 5)})
 	require.Equal(t, StateNew, info.State)
-	assert.Equal(t, inet.ICMPv6, info.Entry.Original.Proto)
-	assert.Equal(t, uint8(129), info.Entry.Reply.ICMPType)
+	assert.Equal(t, inet.ICMPv6, info.Entry.Original().Proto)
+	assert.Equal(t, uint8(129), info.Entry.Reply().ICMPType)
 }
 
 func TestICMPErrorRelated(t *testing.T) {
@@ -136,7 +136,7 @@ func TestTableFullEarlyDrop(t *testing.T) {
 	e3 := track(t, tb, udpFacts("10.0.0.9:2", "10.0.0.1:53")).Entry
 	require.NoError(t, tb.Confirm(e3))
 	for _, e := range []*Entry{e2, e4} {
-		_, _, ok := tb.Lookup(e.Original)
+		_, _, ok := tb.Lookup(e.Original())
 		assert.False(t, ok)
 		assert.NotZero(t, e.Status&StatusDying)
 	}
@@ -148,17 +148,19 @@ func TestTableFullEarlyDrop(t *testing.T) {
 	tb.Remove(e3)
 	e3.Status |= StatusAssured
 	require.NoError(t, tb.Insert(e3))
-	e5 := &Entry{Original: TupleFrom(inet.UDP, ap("10.0.0.9:5"), ap("10.0.0.1:53")), Status: StatusAssured | StatusSeenReply,
-		Expires: clk.Now().Add(100 * time.Second)}
-	e5.Reply = e5.Original.Reverse()
+	tp5 := TupleFrom(inet.UDP, ap("10.0.0.9:5"), ap("10.0.0.1:53"))
+	e5 := NewEntry(tp5, tp5.Reverse())
+	e5.Status = StatusAssured | StatusSeenReply
+	e5.SetExpires(clk.Now().Add(100 * time.Second))
 	require.NoError(t, tb.Insert(e5))
 	dns := udpFacts("10.0.0.9:3", "10.0.0.1:53")
 	_, err := tb.Track(&dns)
 	require.ErrorIs(t, err, ErrTableFull)
 	assert.Equal(t, Stats{Insert: 2, Drop: 1, EarlyDrop: 2}, tb.Stats())
 	// conntrack -I finds no room either; it does not count a drop.
-	e6 := &Entry{Original: TupleFrom(inet.UDP, ap("10.0.0.9:6"), ap("10.0.0.1:53")), Expires: clk.Now().Add(time.Minute)}
-	e6.Reply = e6.Original.Reverse()
+	tp6 := TupleFrom(inet.UDP, ap("10.0.0.9:6"), ap("10.0.0.1:53"))
+	e6 := NewEntry(tp6, tp6.Reverse())
+	e6.SetExpires(clk.Now().Add(time.Minute))
 	require.ErrorIs(t, tb.Insert(e6), ErrTableFull)
 	assert.Equal(t, Stats{Insert: 2, Drop: 1, EarlyDrop: 2}, tb.Stats())
 
@@ -286,7 +288,7 @@ func TestSetClosing(t *testing.T) {
 	require.Equal(t, 10*time.Second, info.Entry.Timeout(clk.Now()))
 	udp := track(t, tb, udpFacts("192.168.10.2:5000", "10.244.1.5:53"))
 	require.NoError(t, tb.Confirm(udp.Entry))
-	before := udp.Entry.Expires
+	before := udp.Entry.Expires()
 	tb.SetClosing(udp.Entry) // not TCP: untouched
-	require.Equal(t, before, udp.Entry.Expires)
+	require.Equal(t, before, udp.Entry.Expires())
 }

@@ -72,10 +72,10 @@ func TestTCPFullConnection(t *testing.T) {
 	})
 	assert.Equal(t, uint64(6), e.Counters[Original].Packets+e.Counters[Reply].Packets-2)
 	clk.Advance(119 * time.Second)
-	_, _, ok := tb.Lookup(e.Original)
+	_, _, ok := tb.Lookup(e.Original())
 	assert.True(t, ok, "alive before 120 s")
 	clk.Advance(time.Second)
-	_, _, ok = tb.Lookup(e.Original)
+	_, _, ok = tb.Lookup(e.Original())
 	assert.False(t, ok, "expired after TIME_WAIT")
 	assert.Zero(t, tb.Len())
 }

@@ -79,30 +79,30 @@ func appendCounter(b []byte, c Counter) []byte {
 //	tcp      6 119 TIME_WAIT src=192.168.10.2 dst=10.96.0.10 sport=46652 dport=80 src=10.244.1.6 dst=10.244.1.1 sport=8080 dport=59584 [ASSURED] mark=26 use=1
 func (e *Entry) AppendText(b []byte, now time.Time, f Format) []byte {
 	if f.Extended {
-		if e.Original.Src.Is4() {
+		if e.addr(0).Is4() {
 			b = append(b, "ipv4     2 "...)
 		} else {
 			b = append(b, "ipv6     10 "...)
 		}
 	}
-	b = appendPadded(b, e.Original.Proto.ConntrackName(), 8)
+	b = appendPadded(b, e.proto.ConntrackName(), 8)
 	b = append(b, ' ')
-	b = strconv.AppendUint(b, uint64(e.Original.Proto), 10)
+	b = strconv.AppendUint(b, uint64(e.proto), 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, int64(e.Timeout(now)/time.Second), 10)
 	b = append(b, ' ')
-	if e.Original.Proto == inet.TCP {
+	if e.proto == inet.TCP {
 		b = append(b, e.TCPState.String()...)
 		b = append(b, ' ')
 	}
-	b = appendTuple(b, e.Original)
+	b = appendTuple(b, e.Original())
 	if f.Counters {
 		b = appendCounter(b, e.Counters[Original])
 	}
 	if e.Status&StatusSeenReply == 0 {
 		b = append(b, "[UNREPLIED] "...)
 	}
-	b = appendTuple(b, e.Reply)
+	b = appendTuple(b, e.Reply())
 	if f.Counters {
 		b = appendCounter(b, e.Counters[Reply])
 	}
@@ -117,13 +117,13 @@ func (e *Entry) AppendText(b []byte, now time.Time, f Format) []byte {
 	b = append(b, "mark="...)
 	b = strconv.AppendUint(b, uint64(e.Mark), 10)
 	b = append(b, ' ')
-	if e.Original.Zone != 0 {
+	if e.zone != 0 {
 		b = append(b, "zone="...)
-		b = strconv.AppendUint(b, uint64(e.Original.Zone), 10)
+		b = strconv.AppendUint(b, uint64(e.zone), 10)
 		b = append(b, ' ')
 	}
 	b = append(b, "use="...)
-	b = strconv.AppendUint(b, uint64(e.Use), 10)
+	b = strconv.AppendUint(b, uint64(e.Use()), 10)
 	if f.ID {
 		b = append(b, " id="...)
 		b = strconv.AppendUint(b, uint64(e.ID), 10)
@@ -454,9 +454,11 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 			}
 		}
 	}
-	if e.Original, err = p.tuple(proto, v4); err != nil {
+	orig, err := p.tuple(proto, v4)
+	if err != nil {
 		return nil, f, err
 	}
+	e.setTuple(Original, &orig)
 	if f.Counters, err = p.counters(&e.Counters[Original]); err != nil {
 		return nil, f, err
 	}
@@ -464,9 +466,11 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 		p.next()
 		e.Status &^= StatusSeenReply
 	}
-	if e.Reply, err = p.tuple(proto, v4); err != nil {
+	reply, err := p.tuple(proto, v4)
+	if err != nil {
 		return nil, f, err
 	}
+	e.setTuple(Reply, &reply)
 	if has, err := p.counters(&e.Counters[Reply]); err != nil {
 		return nil, f, err
 	} else if has != f.Counters {
@@ -483,7 +487,6 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 		e.Status |= StatusAssured | StatusOffload | StatusHWOffload
 		p.next()
 	}
-	e.Use = 1
 	for p.peek() != "" {
 		tok := p.peek()
 		key, _, _ := strings.Cut(tok, "=")
@@ -499,13 +502,13 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 			if err != nil {
 				return nil, f, err
 			}
-			e.Original.Zone, e.Reply.Zone = uint16(v), uint16(v)
+			e.zone = uint16(v)
 		case "use":
 			v, err := p.kvUint("use", 32)
 			if err != nil {
 				return nil, f, err
 			}
-			e.Use = uint32(v)
+			e.SetUse(uint32(v))
 		case "id":
 			v, err := p.kvUint("id", 32)
 			if err != nil {
@@ -526,15 +529,15 @@ func parseLine(line string, n int, now time.Time) (*Entry, Format, error) {
 	if e.TCPState >= TCPFinWait && e.TCPState <= TCPClose {
 		e.tcp.seen[Original].flags |= seenCloseInit // a FIN (or RST) was seen; which side is not printed
 	}
-	e.Expires = now.Add(time.Duration(secs) * time.Second)
+	e.SetExpires(now.Add(time.Duration(secs) * time.Second))
 	return e, f, nil
 }
 
 // deriveNATStatus sets SRC_NAT/DST_NAT from the tuples, as they are not
 // printed.
 func deriveNATStatus(e *Entry) {
-	id := e.Original.Reverse()
-	r := e.Reply
+	id := e.Original().Reverse()
+	r := e.Reply()
 	if r.Src != id.Src || (r.Proto.HasPorts() && r.SrcPort != id.SrcPort) {
 		e.Status |= StatusDstNAT
 	}

@@ -31,7 +31,7 @@ func TestGroundTruthLinesRoundTrip(t *testing.T) {
 	e, _, err := ParseEntry(lines[len(lines)-1], epoch)
 	require.NoError(t, err)
 	assert.Equal(t, TCPSynSent, e.TCPState)
-	assert.Equal(t, uint32(2), e.Use)
+	assert.Equal(t, uint32(2), e.Use())
 	assert.Zero(t, e.Status&StatusSeenReply)
 	assert.Equal(t, StatusSrcNAT|StatusDstNAT, e.Status&StatusNATMask)
 	assert.Equal(t, 119*time.Second, e.Timeout(epoch))
@@ -106,7 +106,7 @@ func TestTableDumpRestore(t *testing.T) {
 	// A restored ESTABLISHED entry keeps steering its flow.
 	info := track(t, tb, tcpFacts("192.168.10.2:41002", "10.96.0.10:80", inet.ACK))
 	assert.Equal(t, StateEstablished, info.State)
-	assert.Equal(t, ip("10.244.1.5"), info.Entry.Reply.Src)
+	assert.Equal(t, ip("10.244.1.5"), info.Entry.Reply().Src)
 	require.ErrorIs(t, tb.Restore(bytes.NewReader(data)), ErrClash)
 
 	// Time passes: only the refreshed long-lived entry remains.
@@ -149,9 +149,9 @@ func FuzzParse(f *testing.F) {
 }
 
 func sameEntry(a, b *Entry) bool {
-	return a.Original == b.Original && a.Reply == b.Reply && a.Status == b.Status &&
+	return a.Original() == b.Original() && a.Reply() == b.Reply() && a.Status == b.Status &&
 		a.TCPState == b.TCPState && a.Mark == b.Mark && a.Counters == b.Counters &&
-		a.Expires.Equal(b.Expires) && a.ID == b.ID && a.Use == b.Use
+		a.Expires().Equal(b.Expires()) && a.ID == b.ID && a.Use() == b.Use()
 }
 
 // Dump in table order prints the same lines as the sorted listing, in
@@ -160,7 +160,8 @@ func TestDumpTableOrderStreams(t *testing.T) {
 	tb, clk := newTestTable(t, Config{})
 	for i := range 2000 {
 		tp := TupleFrom(inet.UDP, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 1000), ap("10.2.0.1:53"))
-		e := &Entry{Original: tp, Reply: tp.Reverse(), Expires: clk.Now().Add(time.Duration(1+i%3) * time.Minute)}
+		e := NewEntry(tp, tp.Reverse())
+		e.SetExpires(clk.Now().Add(time.Duration(1+i%3) * time.Minute))
 		require.NoError(t, tb.Insert(e))
 	}
 	clk.Advance(time.Minute) // a third expire

@@ -63,12 +63,14 @@ func fillEntry(i int, assured bool, now time.Time) (*conntrack.Entry, string) {
 	sport := uint16(1024 + i%60000)
 	if assured {
 		tp := conntrack.TupleFrom(inet.TCP, netip.AddrPortFrom(src, sport), netip.MustParseAddrPort("10.8.0.1:80"))
-		e := &conntrack.Entry{Original: tp, Reply: tp.Reverse(), TCPState: conntrack.TCPEstablished,
-			Status: conntrack.StatusSeenReply | conntrack.StatusAssured, Expires: now.Add(time.Hour)}
+		e := conntrack.NewEntry(tp, tp.Reverse())
+		e.TCPState, e.Status = conntrack.TCPEstablished, conntrack.StatusSeenReply|conntrack.StatusAssured
+		e.SetExpires(now.Add(time.Hour))
 		return e, fmt.Sprintf("-I -p tcp -s %s -d 10.8.0.1 --sport %d --dport 80 --state ESTABLISHED -t 3600 -u SEEN_REPLY,ASSURED\n", src, sport)
 	}
 	tp := conntrack.TupleFrom(inet.UDP, netip.AddrPortFrom(src, sport), netip.MustParseAddrPort("10.8.0.1:53"))
-	e := &conntrack.Entry{Original: tp, Reply: tp.Reverse(), Expires: now.Add(time.Hour)}
+	e := conntrack.NewEntry(tp, tp.Reverse())
+	e.SetExpires(now.Add(time.Hour))
 	return e, fmt.Sprintf("-I -p udp -s %s -d 10.8.0.1 --sport %d --dport 53 -t 3600\n", src, sport)
 }
 

@@ -139,6 +139,6 @@ func (m *ClusterMatch) match(c *evalCtx) bool {
 	if e == nil {
 		return false
 	}
-	src := e.Original.Src
+	src := e.Original().Src
 	return (m.NodeMask&(1<<m.node(src.As16(), src.Is4())) != 0) != m.Invert
 }

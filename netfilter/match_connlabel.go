@@ -89,13 +89,15 @@ func (m *ConnlabelMatch) match(c *evalCtx) bool {
 		return m.Invert
 	}
 	w, bit := m.Label/64, uint64(1)<<(m.Label%64)
-	if e.Labels[w]&bit != 0 {
+	labels := e.Labels()
+	if labels[w]&bit != 0 {
 		return !m.Invert
 	}
 	if m.Set {
 		// Explain leaves confirmed connections as they are.
 		if !c.host.explaining || !e.Confirmed() {
-			e.Labels[w] |= bit
+			labels[w] |= bit
+			e.SetLabels(labels)
 		}
 		return !m.Invert
 	}

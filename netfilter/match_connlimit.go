@@ -178,7 +178,7 @@ func (m *ConnlimitMatch) match(c *evalCtx) bool {
 	key := netip.PrefixFrom(a, int(m.Mask)).Masked().Addr()
 	var tuple conntrack.Tuple
 	if e := c.walk.cur.Entry; e != nil {
-		tuple = e.Original
+		tuple = e.Original()
 	} else {
 		tuple = packetTuple(p)
 	}
@@ -203,7 +203,7 @@ func (m *ConnlimitMatch) match(c *evalCtx) bool {
 			// it for the jiffy it may take to be confirmed.
 			kept = append(kept, x)
 		case !ok:
-		case e.Original.Proto == inet.TCP && (e.TCPState == conntrack.TCPTimeWait || e.TCPState == conntrack.TCPClose):
+		case e.Original().Proto == inet.TCP && (e.TCPState == conntrack.TCPTimeWait || e.TCPState == conntrack.TCPClose):
 		default:
 			kept = append(kept, x)
 		}

@@ -490,7 +490,8 @@ func (m *ConntrackMatch) match(c *evalCtx) bool {
 	var orig, repl *conntrack.Tuple
 	var zero conntrack.Tuple
 	if !ct.tmpl {
-		orig, repl = &e.Original, &e.Reply
+		o, r := e.Original(), e.Reply()
+		orig, repl = &o, &r
 	} else {
 		// A CT template's tuples are all zero (0.0.0.0/0 and port 0
 		// match), and it has no time left.

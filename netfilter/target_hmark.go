@@ -404,7 +404,7 @@ func (t *HMARKTarget) applyCT(c *evalCtx) verdict {
 		repl.Src = orig.Src
 	} else {
 		e := c.walk.cur.Entry
-		orig, repl = e.Original, e.Reply
+		orig, repl = e.Original(), e.Reply()
 	}
 	var uports uint32
 	if orig.Proto != inet.ICMP {

@@ -124,7 +124,7 @@ func TestLocalPolicy(t *testing.T) {
 	assert.Equal(t, Laptop2, story.Last(hops).In.Src.String())
 	entries := n.Host("node").Conntrack().Entries()
 	require.Len(t, entries, 1)
-	assert.Equal(t, Laptop2, entries[0].Reply.Dst.String())
+	assert.Equal(t, Laptop2, entries[0].Reply().Dst.String())
 
 	hc, err := healthCheck(proxyConfig())
 	require.NoError(t, err)

@@ -204,8 +204,9 @@ func CTEntries(n int, now time.Time) ([]*conntrack.Entry, []byte) {
 	var text []byte
 	for i := range es {
 		tp := CTConn(i, inet.ACK, false).Tuple
-		es[i] = &conntrack.Entry{Original: tp, Reply: tp.Reverse(), TCPState: conntrack.TCPEstablished,
-			Status: conntrack.StatusSeenReply | conntrack.StatusAssured, Expires: now.Add(time.Hour)}
+		es[i] = conntrack.NewEntry(tp, tp.Reverse())
+		es[i].TCPState, es[i].Status = conntrack.TCPEstablished, conntrack.StatusSeenReply|conntrack.StatusAssured
+		es[i].SetExpires(now.Add(time.Hour))
 		text = fmt.Appendf(text, "-I -p tcp -s %s -d %s --sport %d --dport %d --state ESTABLISHED -t 3600 -u SEEN_REPLY,ASSURED\n",
 			tp.Src, tp.Dst, tp.SrcPort, tp.DstPort)
 	}

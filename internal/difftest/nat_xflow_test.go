@@ -295,7 +295,7 @@ func (r *xRun) compareState(when string) error {
 	}
 	now := r.h.Clock().Now()
 	for _, e := range r.h.Conntrack().Entries() {
-		if e.Original.Src.Is6() == r.c.V6 {
+		if e.Original().Src.Is6() == r.c.V6 {
 			sl = append(sl, string(e.AppendText(nil, now, conntrack.Format{})))
 		}
 	}
@@ -593,18 +593,24 @@ func (r *xRun) kernelSend(f xflow, isResp bool, resp *xResp, p xpkt) ([]kernelte
 // echo id) after SNAT is port.
 func (r *xRun) pin(f xflow, port uint16) error {
 	return r.rekey(f, port, func(e *conntrack.Entry) {
+		reply := e.Reply()
 		if f.Proto == "icmp" {
-			e.Reply.SrcPort = port
+			reply.SrcPort = port
 		} else {
-			e.Reply.DstPort = port
+			reply.DstPort = port
 		}
+		e.SetTuples(e.Original(), reply)
 	})
 }
 
 // pinDst re-keys packetwalk's entry for flow f so that its destination
 // port after DNAT is port.
 func (r *xRun) pinDst(f xflow, port uint16) error {
-	return r.rekey(f, port, func(e *conntrack.Entry) { e.Reply.SrcPort = port })
+	return r.rekey(f, port, func(e *conntrack.Entry) {
+		reply := e.Reply()
+		reply.SrcPort = port
+		e.SetTuples(e.Original(), reply)
+	})
 }
 
 // rekey takes packetwalk's entry for flow f out of its table, sets the
@@ -630,7 +636,7 @@ func (r *xRun) rekey(f xflow, port uint16, set func(*conntrack.Entry)) error {
 // a port packetwalk had kept may have become the kernel's other one, and
 // the other way round.
 func setNATBits(e *conntrack.Entry) {
-	o, r := e.Original, e.Reply
+	o, r := e.Original(), e.Reply()
 	e.Status &^= conntrack.StatusSrcNAT | conntrack.StatusDstNAT
 	srcPort := r.DstPort != o.SrcPort
 	if o.IsICMP() {
@@ -668,9 +674,9 @@ func (r *xRun) pinFromKernel(fi int, f xflow) error {
 	if !ok || dir != conntrack.Original {
 		return nil
 	}
-	simPort := e.Reply.DstPort
+	simPort := e.Reply().DstPort
 	if f.Proto == "icmp" {
-		simPort = e.Reply.SrcPort
+		simPort = e.Reply().SrcPort
 	}
 	if simPort == f.SPort {
 		return nil
