@@ -117,11 +117,22 @@ func (s *Set) packetFind(pk *Key, now time.Time, o *MatchOptions) (id int64, ok 
 		return s.hfind(&k, true, false, now, o), true
 	}
 	var b [40]byte
-	a1, ok := s.packetAddr(pk.Addr)
+	n, ok := s.packetBytes(pk, &b)
 	if !ok {
 		return -1, false
 	}
-	n := putAddr(&b, 0, a1)
+	return s.hfindBytes(b[:n], nil, s.isNet(0), s.isNet(2), now, o), true
+}
+
+// packetBytes writes the hashed bytes of a packet key into b, a net
+// dimension at full length (not for hash:net,iface); ok is false when the
+// key does not fit the set (keyFromPacket).
+func (s *Set) packetBytes(pk *Key, b *[40]byte) (n int, ok bool) {
+	a1, ok := s.packetAddr(pk.Addr)
+	if !ok {
+		return 0, false
+	}
+	n = putAddr(b, 0, a1)
 	full := byte(s.maxBits())
 	port := pk.Port
 	if !keyHasPort(pk.Proto) {
@@ -140,9 +151,9 @@ func (s *Set) packetFind(pk *Key, now time.Time, o *MatchOptions) (id int64, ok 
 	case "hash:ip,port,ip", "hash:ip,port,net":
 		a2, ok := s.packetAddr(pk.Addr2)
 		if !ok {
-			return -1, false
+			return 0, false
 		}
-		n = putAddr(&b, n, a2)
+		n = putAddr(b, n, a2)
 		b[n], b[n+1] = byte(port>>8), byte(port)
 		if s.isNet(2) {
 			b[n+2], b[n+3] = (full-1)&0x7f, byte(pk.Proto)
@@ -151,7 +162,7 @@ func (s *Set) packetFind(pk *Key, now time.Time, o *MatchOptions) (id int64, ok 
 		}
 		n += 4
 	}
-	return s.hfindBytes(b[:n], nil, s.isNet(0), s.isNet(2), now, o), true
+	return n, true
 }
 
 // packetAddr is an address of a packet key as keyFromPacket takes it.

@@ -1,0 +1,244 @@
+package ipset
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"time"
+)
+
+// kindex answers packet lookups in IPv4 hash:ip, hash:net, hash:ip,port
+// and hash:net,port sets without walking the kernel's buckets. A probe of
+// the buckets reads the bucket, often a block of slots beside it, then the
+// record: at a million elements each is a cache miss, and a net set pays
+// them at every prefix length it tries. The hashed bytes of these types
+// are at most 8, so the index keeps them whole, with the nomatch flag, in
+// an open-addressing table of words (linear probing, at most half full):
+// one probe is one cache line, and the answer needs nothing else. The
+// buckets stay the model of the kernel (order, Size in memory, resize);
+// the index holds the same live records' keys, kept in step where a
+// record gets or loses its key (setRec, applyRecOpts, dropRec).
+type kindex struct {
+	ent  []uint64 // kidxEmpty or key word | kidxNomatch
+	n    int
+	bits uint8
+}
+
+const (
+	// kidxEmpty is no key word: in each type a padding or prefix-length
+	// byte can never be 0xff.
+	kidxEmpty = ^uint64(0)
+	// kidxNomatch is a flag bit no key word uses: the top bit of byte 7,
+	// which is padding, a prefix length of at most 32, or (hash:net,port)
+	// the kernel's own nomatch bit, which records keep 0.
+	kidxNomatch = uint64(1) << 63
+	kidxMinBits = 4
+)
+
+func newKindex(n int) *kindex {
+	b := uint8(max(bits.Len(uint(2*n)), kidxMinBits))
+	x := &kindex{ent: make([]uint64, 1<<b), bits: b}
+	for i := range x.ent {
+		x.ent[i] = kidxEmpty
+	}
+	return x
+}
+
+func (x *kindex) home(k uint64) uint64 { return (k * 0x9e3779b97f4a7c15) >> (64 - x.bits) }
+
+// find returns the entry of key word k (without the flag), or kidxEmpty.
+func (x *kindex) find(k uint64) uint64 {
+	m := uint64(len(x.ent) - 1)
+	for i := x.home(k); ; i = (i + 1) & m {
+		e := x.ent[i]
+		if e&^kidxNomatch == k || e == kidxEmpty {
+			return e
+		}
+	}
+}
+
+// set enters key word k with its nomatch flag, or updates its flag.
+func (x *kindex) set(k uint64, nomatch bool) {
+	e := k
+	if nomatch {
+		e |= kidxNomatch
+	}
+	m := uint64(len(x.ent) - 1)
+	for i := x.home(k); ; i = (i + 1) & m {
+		switch c := x.ent[i]; {
+		case c == kidxEmpty:
+			x.ent[i] = e
+			x.n++
+			if 2*x.n > len(x.ent) {
+				x.grow()
+			}
+			return
+		case c&^kidxNomatch == k:
+			x.ent[i] = e
+			return
+		}
+	}
+}
+
+func (x *kindex) grow() {
+	old := x.ent
+	*x = *newKindex(len(old))
+	for _, e := range old {
+		if e != kidxEmpty {
+			x.set(e&^kidxNomatch, e&kidxNomatch != 0)
+		}
+	}
+}
+
+// del removes key word k, shifting later entries of its run back so that
+// no probe needs a tombstone.
+func (x *kindex) del(k uint64) {
+	m := uint64(len(x.ent) - 1)
+	i := x.home(k)
+	for {
+		e := x.ent[i]
+		if e == kidxEmpty {
+			return
+		}
+		if e&^kidxNomatch == k {
+			break
+		}
+		i = (i + 1) & m
+	}
+	x.n--
+	for j := (i + 1) & m; ; j = (j + 1) & m {
+		e := x.ent[j]
+		if e == kidxEmpty {
+			break
+		}
+		// e may move to the hole at i when its home is not in (i, j].
+		if h := x.home(e &^ kidxNomatch); (j-h)&m >= (j-i)&m {
+			x.ent[i] = e
+			i = j
+		}
+	}
+	x.ent[i] = kidxEmpty
+}
+
+// indexed reports whether the set's type keeps a kindex.
+func (s *Set) indexed() bool {
+	if s.family != 4 {
+		return false
+	}
+	switch s.typ.name {
+	case "hash:ip", "hash:net", "hash:ip,port", "hash:net,port":
+		return true
+	}
+	return false
+}
+
+// recWord is record id's key bytes as a key word.
+func (s *Set) recWord(id uint32) uint64 {
+	var b [8]byte
+	copy(b[:], s.keyOf(id))
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// kidxSet enters record id (its key and nomatch flag) in the index.
+func (s *Set) kidxSet(id uint32) {
+	if s.kidxDefer() {
+		return
+	}
+	s.kidx.set(s.recWord(id), *s.flag(id)&recNomatch != 0)
+}
+
+// kidxDrop removes record id's key from the index.
+func (s *Set) kidxDrop(id uint32) {
+	if s.kidxDefer() {
+		return
+	}
+	s.kidx.del(s.recWord(id))
+}
+
+// kidxDefer reports that the index is not to be updated: the set keeps
+// none, or a Restore is running, which drops it to build it once at the
+// end (Registry.endBulk).
+func (s *Set) kidxDefer() bool {
+	if s.kidx == nil {
+		return true
+	}
+	if s.reg.bulk {
+		s.kidx, s.filterDirty = nil, true
+		return true
+	}
+	return false
+}
+
+// buildKidx enters every live record (expired ones too: a lookup that
+// may meet one does not use the index).
+func (s *Set) buildKidx() {
+	x := newKindex(s.rec.live)
+	s.eachHashMember(time.Time{}, true, func(id uint32) {
+		x.set(s.recWord(id), *s.flag(id)&recNomatch != 0)
+	})
+	s.kidx = x
+}
+
+// kidxLookup answers a packet lookup from the index: found and the
+// deciding element's nomatch flag. usable is false when the index cannot
+// answer: none is kept (or it is deferred to the end of a Restore), or an
+// element may have expired, or counters must be read or compared.
+func (s *Set) kidxLookup(pk *Key, counters bool) (found, nomatch, usable bool) {
+	x := s.kidx
+	if x == nil || s.hasTimeout || (counters && s.counters) {
+		return false, false, false
+	}
+	var b [40]byte
+	n, ok := s.packetBytes(pk, &b)
+	if !ok {
+		return false, false, true
+	}
+	w := binary.LittleEndian.Uint64(b[:8])
+	if n == 4 {
+		w &= 0xffffffff
+	}
+	if !s.isNet(0) {
+		e := x.find(w)
+		return e != kidxEmpty, e != kidxEmpty && e&kidxNomatch != 0, true
+	}
+	// The prefix lengths present, longest first, as hfindBytes walks them
+	// (the filter, when there is one, skips lengths that cannot match).
+	a := binary.BigEndian.Uint32(b[:4])
+	rest := w & 0x00ffffff_00000000
+	off1 := s.typ.name == "hash:net,port"
+	try := func(l uint8) uint64 {
+		c := l
+		if off1 {
+			c = (l - 1) & 0x7f
+		}
+		return x.find(rest | uint64(c)<<56 | uint64(bits.ReverseBytes32(a&lenMask(l))))
+	}
+	f, fa, line, lm := s.filterFor(b[:4])
+	if f == nil {
+		for _, l := range s.lens1 {
+			if e := try(l); e != kidxEmpty {
+				return true, e&kidxNomatch != 0, true
+			}
+		}
+		return false, false, true
+	}
+	for cand := lm & s.pres1; cand != 0; {
+		i := bits.Len32(cand) - 1
+		cand &^= 1 << i
+		l := uint8(i + 16)
+		if !f.has(line, lm, fa, l) {
+			continue
+		}
+		if e := try(l); e != kidxEmpty {
+			return true, e&kidxNomatch != 0, true
+		}
+	}
+	for _, l := range s.lens1 {
+		if l >= 16 || !f.has(line, lm, fa, l) {
+			continue
+		}
+		if e := try(l); e != kidxEmpty {
+			return true, e&kidxNomatch != 0, true
+		}
+	}
+	return false, false, true
+}
