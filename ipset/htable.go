@@ -439,7 +439,7 @@ func (s *Set) initHash() {
 	s.comments, s.ifaces = intern{}, intern{}
 	s.filter, s.kidx = nil, nil
 	if s.indexed() {
-		s.kidx = newKindex(0)
+		s.kidx = s.newKindex(0)
 	}
 }
 
