@@ -191,11 +191,15 @@ func putAddr(b *[40]byte, n int, a netip.Addr) int {
 // filterFor returns the set's filter (nil when it has none), the walked
 // IPv4 address a, its line for the lengths 16 and up and their mask.
 func (s *Set) filterFor(a []byte) (f *pfilter, fa, line16 uint32, lens16 uint32) {
-	f = s.filter
+	return s.filterAt(binary.BigEndian.Uint32(a))
+}
+
+// filterAt is filterFor for the address fa in host order.
+func (s *Set) filterAt(a uint32) (f *pfilter, fa, line16 uint32, lens16 uint32) {
+	f, fa = s.filter, a
 	if f == nil {
 		return nil, 0, 0, 0
 	}
-	fa = binary.BigEndian.Uint32(a)
 	line16 = f.line16(fa)
 	return f, fa, line16, uint32(f.lens16(line16))
 }

@@ -3,6 +3,7 @@ package ipset
 import (
 	"encoding/binary"
 	"math/bits"
+	"net/netip"
 	"time"
 )
 
@@ -21,10 +22,16 @@ type kindex struct {
 	ent  []uint64 // kidxEmpty or key word | kidxNomatch
 	n    int
 	bits uint8
-	// cidrOff1: the prefix length byte holds the length minus one
-	// (hash:net,port), not the length (hash:net).
-	cidrOff1 bool
+	kind uint8 // kidxIP...
 }
+
+// The set types a kindex serves.
+const (
+	kidxIP uint8 = iota
+	kidxNet
+	kidxIPPort
+	kidxNetPort
+)
 
 const (
 	// kidxEmpty is no key word: in each type a padding or prefix-length
@@ -94,9 +101,9 @@ func (x *kindex) set(k uint64, nomatch bool) {
 
 func (x *kindex) grow() {
 	old := x.ent
-	off1 := x.cidrOff1
+	kind := x.kind
 	*x = *newKindex(x.n)
-	x.cidrOff1 = off1
+	x.kind = kind
 	for _, e := range old {
 		if e != kidxEmpty {
 			x.set(e&^kidxNomatch, e&kidxNomatch != 0)
@@ -149,7 +156,8 @@ func (s *Set) indexed() bool {
 // newKindex is an empty index of the set's type for n keys.
 func (s *Set) newKindex(n int) *kindex {
 	x := newKindex(n)
-	x.cidrOff1 = s.typ.name == "hash:net,port"
+	x.kind = map[string]uint8{"hash:ip": kidxIP, "hash:net": kidxNet,
+		"hash:ip,port": kidxIPPort, "hash:net,port": kidxNetPort}[s.typ.name]
 	return x
 }
 
@@ -217,24 +225,19 @@ func (s *Set) kidxLookup(pk *Key, counters bool) (found, nomatch, usable bool) {
 	if x == nil || s.hasTimeout || (counters && s.counters) {
 		return false, false, false
 	}
-	var b [40]byte
-	n, ok := s.packetBytes(pk, &b)
+	w, ok := s.kidxWord(x, pk)
 	if !ok {
 		return false, false, true
 	}
-	w := binary.LittleEndian.Uint64(b[:8])
-	if n == 4 {
-		w &= 0xffffffff
-	}
-	if !s.isNet(0) {
+	if x.kind == kidxIP || x.kind == kidxIPPort {
 		e := x.find(w)
 		return e != kidxEmpty, e != kidxEmpty && e&kidxNomatch != 0, true
 	}
 	// The prefix lengths present, longest first, as hfindBytes walks them
 	// (the filter, when there is one, skips lengths that cannot match).
-	a := binary.BigEndian.Uint32(b[:4])
+	a := bits.ReverseBytes32(uint32(w))
 	rest := w & 0x00ffffff_00000000
-	f, fa, line, lm := s.filterFor(b[:4])
+	f, fa, line, lm := s.filterAt(a)
 	if f == nil {
 		for _, l := range s.lens1 {
 			if e := x.find(x.netWord(rest, a, l)); e != kidxEmpty {
@@ -265,11 +268,40 @@ func (s *Set) kidxLookup(pk *Key, counters bool) (found, nomatch, usable bool) {
 	return false, false, true
 }
 
+// kidxWord is the key word of a packet key, a net dimension at /32, as
+// packetBytes writes it; ok is false when the key does not fit the set.
+func (s *Set) kidxWord(x *kindex, pk *Key) (w uint64, ok bool) {
+	a := pk.Addr
+	if !a.Is4() {
+		if a = a.Unmap(); !a.Is4() {
+			return 0, false
+		}
+	}
+	if s.netmask != 0 {
+		a = netip.PrefixFrom(a, s.netmask).Masked().Addr()
+	}
+	b := a.As4()
+	w = uint64(binary.LittleEndian.Uint32(b[:]))
+	port := pk.Port
+	if !keyHasPort(pk.Proto) {
+		port = 0
+	}
+	switch x.kind {
+	case kidxNet:
+		w |= 32 << 56
+	case kidxIPPort:
+		w |= uint64(port>>8)<<32 | uint64(port&0xff)<<40 | uint64(pk.Proto)<<48
+	case kidxNetPort:
+		w |= uint64(port>>8)<<32 | uint64(port&0xff)<<40 | uint64(pk.Proto)<<48 | 31<<56
+	}
+	return w, true
+}
+
 // netWord is the key word of address a (host order) masked to l, with
 // the bytes after the address from rest.
 func (x *kindex) netWord(rest uint64, a uint32, l uint8) uint64 {
 	c := l
-	if x.cidrOff1 {
+	if x.kind == kidxNetPort {
 		c = (l - 1) & 0x7f
 	}
 	return rest | uint64(c)<<56 | uint64(bits.ReverseBytes32(a&lenMask(l)))
