@@ -34,7 +34,7 @@ func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o
 		copy(orig[:], kb[:a])
 		f, fa, line, lm := s.filterFor(orig[:4])
 		for _, l := range s.lens1 {
-			if f != nil && !f.has(line, lm, fa, l) {
+			if f != nil && !f.has(line, lm, fa, l, 0) {
 				continue
 			}
 			maskInto(kb[:a], orig[:a], int(l))
@@ -69,6 +69,10 @@ func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o
 		return s.probe(kb, nowOff, o)
 	}
 	f, fa, line, lm := s.filterFor(orig[:4])
+	var extra uint32
+	if f != nil {
+		extra = s.filterExtra(kb)
+	}
 	if f == nil {
 		for _, l := range lens {
 			if id := try(l); id >= 0 {
@@ -87,7 +91,7 @@ func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o
 		i := bits.Len32(cand) - 1
 		cand &^= 1 << i
 		l := uint8(i + 16)
-		if !f.has(line, lm, fa, l) {
+		if !f.has(line, lm, fa, l, extra) {
 			continue
 		}
 		if id := try(l); id >= 0 {
@@ -95,7 +99,7 @@ func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o
 		}
 	}
 	for _, l := range lens {
-		if l >= 16 || !f.has(line, lm, fa, l) {
+		if l >= 16 || !f.has(line, lm, fa, l, extra) {
 			continue
 		}
 		if id := try(l); id >= 0 {

@@ -238,6 +238,7 @@ func (s *Set) kidxLookup(pk *Key, counters bool) (found, nomatch, usable bool) {
 	a := bits.ReverseBytes32(uint32(w))
 	rest := w & 0x00ffffff_00000000
 	f, fa, line, lm := s.filterAt(a)
+	extra := uint32(rest>>32) & 0xffffff // filterExtra: hash:net's is 0
 	if f == nil {
 		for _, l := range s.lens1 {
 			if e := x.find(x.netWord(rest, a, l)); e != kidxEmpty {
@@ -250,7 +251,7 @@ func (s *Set) kidxLookup(pk *Key, counters bool) (found, nomatch, usable bool) {
 		i := bits.Len32(cand) - 1
 		cand &^= 1 << i
 		l := uint8(i + 16)
-		if !f.has(line, lm, fa, l) {
+		if !f.has(line, lm, fa, l, extra) {
 			continue
 		}
 		if e := x.find(x.netWord(rest, a, l)); e != kidxEmpty {
@@ -258,7 +259,7 @@ func (s *Set) kidxLookup(pk *Key, counters bool) (found, nomatch, usable bool) {
 		}
 	}
 	for _, l := range s.lens1 {
-		if l >= 16 || !f.has(line, lm, fa, l) {
+		if l >= 16 || !f.has(line, lm, fa, l, extra) {
 			continue
 		}
 		if e := x.find(x.netWord(rest, a, l)); e != kidxEmpty {
