@@ -69,9 +69,9 @@ func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o
 		return s.probe(kb, nowOff, o)
 	}
 	f, fa, line, lm := s.filterFor(orig[:4])
-	var extra uint32
+	var extra uint64
 	if f != nil {
-		extra = s.filterExtra(kb)
+		extra = extraHash(s.filterExtra(kb))
 	}
 	if f == nil {
 		for _, l := range lens {

@@ -238,7 +238,7 @@ func (s *Set) kidxLookup(pk *Key, counters bool) (found, nomatch, usable bool) {
 	a := bits.ReverseBytes32(uint32(w))
 	rest := w & 0x00ffffff_00000000
 	f, fa, line, lm := s.filterAt(a)
-	extra := uint32(rest>>32) & 0xffffff // filterExtra: hash:net's is 0
+	extra := extraHash(uint32(rest>>32) & 0xffffff) // filterExtra: hash:net's is 0
 	if f == nil {
 		for _, l := range s.lens1 {
 			if e := x.find(x.netWord(rest, a, l)); e != kidxEmpty {

@@ -50,16 +50,16 @@ func lenMask(l uint8) uint32 {
 func (f *pfilter) line16(a uint32) uint32 { return fmix32(a>>16) & (f.lines - 1) }
 
 // pos returns the word and the two-bit mask of (a masked to l, l,
-// extra); line16 is f.line16(a). extra is what the element holds beside
-// the walked net (filterExtra), so that a lookup whose port or other
-// address no element of the prefix has is told so.
-func (f *pfilter) pos(line16, a uint32, l uint8, extra uint32) (word uint32, mask uint64) {
+// extra); line16 is f.line16(a), xh is extraHash(extra). extra is what
+// the element holds beside the walked net (filterExtra), so that a lookup
+// whose port or other address no element of the prefix has is told so.
+func (f *pfilter) pos(line16, a uint32, l uint8, xh uint64) (word uint32, mask uint64) {
 	m := a & lenMask(l)
 	line := line16
 	if l < 16 {
 		line = fmix32(m^uint32(l)<<1^0x9e3779b9) & (f.lines - 1)
 	}
-	h := (uint64(m)<<8 | uint64(l) ^ uint64(extra)*0xff51afd7ed558ccd) * 0x9e3779b97f4a7c15
+	h := (uint64(m)<<8 | uint64(l) ^ xh) * 0x9e3779b97f4a7c15
 	return line*8 + 1 + uint32((h>>61)*7>>3), 1<<(h>>55&63) | 1<<(h>>49&63)
 }
 
@@ -68,7 +68,7 @@ func (f *pfilter) add(a uint32, l uint8, extra uint32) {
 	if l >= 16 {
 		f.words[line16*8] |= 1 << (l - 16)
 	}
-	w, m := f.pos(line16, a, l, extra)
+	w, m := f.pos(line16, a, l, extraHash(extra))
 	f.words[w] |= m
 	f.added++
 }
@@ -77,13 +77,13 @@ func (f *pfilter) add(a uint32, l uint8, extra uint32) {
 // in the line line16.
 func (f *pfilter) lens16(line16 uint32) uint64 { return f.words[line16*8] }
 
-// has reports whether (a masked to l, l) may be in the set; lens16 is
-// f.lens16(line16).
-func (f *pfilter) has(line16, lens16, a uint32, l uint8, extra uint32) bool {
+// has reports whether (a masked to l, l, extra) may be in the set;
+// lens16 is f.lens16(line16), xh is extraHash(extra).
+func (f *pfilter) has(line16, lens16, a uint32, l uint8, xh uint64) bool {
 	if l >= 16 && lens16&(1<<(l-16)) == 0 {
 		return false
 	}
-	w, m := f.pos(line16, a, l, extra)
+	w, m := f.pos(line16, a, l, xh)
 	return f.words[w]&m == m
 }
 
@@ -100,6 +100,9 @@ func (s *Set) walkedAddr(id uint32) (uint32, uint8, uint32) {
 	}
 	return binary.BigEndian.Uint32(k[4:]), s.recCIDR(id, 2), s.filterExtra(k)
 }
+
+// extraHash spreads a filterExtra over the word pos hashes.
+func extraHash(extra uint32) uint64 { return uint64(extra) * 0xff51afd7ed558ccd }
 
 // filterExtra folds the hashed bytes kb of an IPv4 element that a walk
 // does not change (all but the walked net and its prefix length) into
