@@ -199,19 +199,44 @@ func (s *Set) kidxDefer() bool {
 }
 
 // buildKidx enters every live record (expired ones too: a lookup that
-// may meet one does not use the index).
+// may meet one does not use the index). The records in use, marked from
+// the slots, are read in order rather than bucket by bucket, and their
+// keys entered in the order of their home entries (a counting sort on its
+// top bits), so that the index is written front to back rather than at
+// random: at a million elements, the difference is most of its cost.
 func (s *Set) buildKidx() {
 	x := s.newKindex(s.rec.live)
-	// The records in use, marked from the slots, are then read in order
-	// rather than bucket by bucket.
 	live := make([]uint64, (s.nrec()+63)/64)
 	s.eachHashMember(time.Time{}, true, func(id uint32) { live[id/64] |= 1 << (id % 64) })
+	keys := make([]uint64, 0, s.rec.live)
 	for i, m := range live {
 		for m != 0 {
 			id := uint32(i*64 + bits.TrailingZeros64(m))
 			m &= m - 1
-			x.set(s.recWord(id), *s.flag(id)&recNomatch != 0)
+			k := s.recWord(id)
+			if *s.flag(id)&recNomatch != 0 {
+				k |= kidxNomatch
+			}
+			keys = append(keys, k)
 		}
+	}
+	pb := min(x.bits, 12)
+	part := func(k uint64) uint64 { return x.home(k&^kidxNomatch) >> (x.bits - pb) }
+	start := make([]int, 1<<pb+1)
+	for _, k := range keys {
+		start[part(k)+1]++
+	}
+	for i := 1; i < len(start); i++ {
+		start[i] += start[i-1]
+	}
+	sorted := make([]uint64, len(keys))
+	for _, k := range keys {
+		p := part(k)
+		sorted[start[p]] = k
+		start[p]++
+	}
+	for _, k := range sorted {
+		x.set(k&^kidxNomatch, k&kidxNomatch != 0)
 	}
 	s.kidx = x
 }
