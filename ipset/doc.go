@@ -38,7 +38,11 @@
 // much memory as the kernel's "Size in memory" (20-34 bytes each), and
 // lookups allocate nothing. Large IPv4 net sets keep a Bloom filter of
 // their (prefix, length) pairs (pfilter.go) so that a lookup skips the
-// prefix lengths that cannot hold the address.
+// prefix lengths that cannot hold the address. IPv4 hash:ip, hash:net,
+// hash:ip,port and hash:net,port sets also keep their keys whole, with
+// the nomatch flag, in an open-addressing index (kindex.go), so that a
+// packet lookup probes one cache line per prefix length instead of the
+// bucket, its slots and the record; the buckets stay the kernel's model.
 //
 // A Registry is not safe for concurrent use.
 package ipset

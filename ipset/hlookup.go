@@ -34,7 +34,7 @@ func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o
 		copy(orig[:], kb[:a])
 		f, fa, line, lm := s.filterFor(orig[:4])
 		for _, l := range s.lens1 {
-			if f != nil && !f.has(line, lm, fa, l) {
+			if f != nil && !f.has(line, lm, fa, l, 0) {
 				continue
 			}
 			maskInto(kb[:a], orig[:a], int(l))
@@ -69,6 +69,10 @@ func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o
 		return s.probe(kb, nowOff, o)
 	}
 	f, fa, line, lm := s.filterFor(orig[:4])
+	var extra uint64
+	if f != nil {
+		extra = extraHash(s.filterExtra(kb))
+	}
 	if f == nil {
 		for _, l := range lens {
 			if id := try(l); id >= 0 {
@@ -87,7 +91,7 @@ func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o
 		i := bits.Len32(cand) - 1
 		cand &^= 1 << i
 		l := uint8(i + 16)
-		if !f.has(line, lm, fa, l) {
+		if !f.has(line, lm, fa, l, extra) {
 			continue
 		}
 		if id := try(l); id >= 0 {
@@ -95,7 +99,7 @@ func (s *Set) hfindBytes(kb []byte, k *ekey, walk1, walk2 bool, now time.Time, o
 		}
 	}
 	for _, l := range lens {
-		if l >= 16 || !f.has(line, lm, fa, l) {
+		if l >= 16 || !f.has(line, lm, fa, l, extra) {
 			continue
 		}
 		if id := try(l); id >= 0 {
@@ -117,11 +121,22 @@ func (s *Set) packetFind(pk *Key, now time.Time, o *MatchOptions) (id int64, ok 
 		return s.hfind(&k, true, false, now, o), true
 	}
 	var b [40]byte
-	a1, ok := s.packetAddr(pk.Addr)
+	n, ok := s.packetBytes(pk, &b)
 	if !ok {
 		return -1, false
 	}
-	n := putAddr(&b, 0, a1)
+	return s.hfindBytes(b[:n], nil, s.isNet(0), s.isNet(2), now, o), true
+}
+
+// packetBytes writes the hashed bytes of a packet key into b, a net
+// dimension at full length (not for hash:net,iface); ok is false when the
+// key does not fit the set (keyFromPacket).
+func (s *Set) packetBytes(pk *Key, b *[40]byte) (n int, ok bool) {
+	a1, ok := s.packetAddr(pk.Addr)
+	if !ok {
+		return 0, false
+	}
+	n = putAddr(b, 0, a1)
 	full := byte(s.maxBits())
 	port := pk.Port
 	if !keyHasPort(pk.Proto) {
@@ -140,9 +155,9 @@ func (s *Set) packetFind(pk *Key, now time.Time, o *MatchOptions) (id int64, ok 
 	case "hash:ip,port,ip", "hash:ip,port,net":
 		a2, ok := s.packetAddr(pk.Addr2)
 		if !ok {
-			return -1, false
+			return 0, false
 		}
-		n = putAddr(&b, n, a2)
+		n = putAddr(b, n, a2)
 		b[n], b[n+1] = byte(port>>8), byte(port)
 		if s.isNet(2) {
 			b[n+2], b[n+3] = (full-1)&0x7f, byte(pk.Proto)
@@ -151,7 +166,7 @@ func (s *Set) packetFind(pk *Key, now time.Time, o *MatchOptions) (id int64, ok 
 		}
 		n += 4
 	}
-	return s.hfindBytes(b[:n], nil, s.isNet(0), s.isNet(2), now, o), true
+	return n, true
 }
 
 // packetAddr is an address of a packet key as keyFromPacket takes it.
@@ -180,11 +195,15 @@ func putAddr(b *[40]byte, n int, a netip.Addr) int {
 // filterFor returns the set's filter (nil when it has none), the walked
 // IPv4 address a, its line for the lengths 16 and up and their mask.
 func (s *Set) filterFor(a []byte) (f *pfilter, fa, line16 uint32, lens16 uint32) {
-	f = s.filter
+	return s.filterAt(binary.BigEndian.Uint32(a))
+}
+
+// filterAt is filterFor for the address fa in host order.
+func (s *Set) filterAt(a uint32) (f *pfilter, fa, line16 uint32, lens16 uint32) {
+	f, fa = s.filter, a
 	if f == nil {
 		return nil, 0, 0, 0
 	}
-	fa = binary.BigEndian.Uint32(a)
 	line16 = f.line16(fa)
 	return f, fa, line16, uint32(f.lens16(line16))
 }

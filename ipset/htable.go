@@ -437,7 +437,10 @@ func (s *Set) initHash() {
 	s.rec = records{stride: stride, slotBytes: s.computeSlotBytes()}
 	s.tbl = newHtable(hashBits(s.hashsize), 0)
 	s.comments, s.ifaces = intern{}, intern{}
-	s.filter = nil
+	s.filter, s.kidx = nil, nil
+	if s.indexed() {
+		s.kidx = s.newKindex(0)
+	}
 }
 
 func (s *Set) recExpired(id uint32, nowOff int64) bool {
@@ -548,6 +551,7 @@ func (s *Set) applyRecOpts(id uint32, o *addOpts, now time.Time) {
 	if s.skbinfo {
 		r.skb[id] = skbRec{o.skbmark, o.skbmask, o.skbprio, o.skbqueue}
 	}
+	s.kidxSet(id)
 }
 
 // dropRec counts record id out; its slot is marked dead by the caller.
@@ -555,6 +559,7 @@ func (s *Set) dropRec(id uint32) {
 	s.rec.live--
 	s.countCIDRRec(id, -1)
 	s.filterDrop()
+	s.kidxDrop(id)
 }
 
 func (s *Set) countCIDRRec(id uint32, delta int) {

@@ -79,11 +79,18 @@ func (s *Set) Match(k Key, now time.Time, o *MatchOptions) bool {
 	}
 	var match bool
 	if s.typ.kind == kindHash {
-		id, _ := s.packetFind(&k, now, o)
-		if id < 0 {
-			return false
+		if found, nm, ok := s.kidxLookup(&k, true); ok {
+			if !found {
+				return false
+			}
+			match = !nm
+		} else {
+			id, _ := s.packetFind(&k, now, o)
+			if id < 0 {
+				return false
+			}
+			match = *s.flag(uint32(id))&recNomatch == 0
 		}
-		match = *s.flag(uint32(id))&recNomatch == 0
 	} else {
 		ek, ok := s.keyFromPacket(k)
 		if !ok {

@@ -49,24 +49,26 @@ func lenMask(l uint8) uint32 {
 // line16 is the line of the lengths 16 and up of address a.
 func (f *pfilter) line16(a uint32) uint32 { return fmix32(a>>16) & (f.lines - 1) }
 
-// pos returns the word and the two-bit mask of (a masked to l, l);
-// line16 is f.line16(a).
-func (f *pfilter) pos(line16, a uint32, l uint8) (word uint32, mask uint64) {
+// pos returns the word and the two-bit mask of (a masked to l, l,
+// extra); line16 is f.line16(a), xh is extraHash(extra). extra is what
+// the element holds beside the walked net (filterExtra), so that a lookup
+// whose port or other address no element of the prefix has is told so.
+func (f *pfilter) pos(line16, a uint32, l uint8, xh uint64) (word uint32, mask uint64) {
 	m := a & lenMask(l)
 	line := line16
 	if l < 16 {
 		line = fmix32(m^uint32(l)<<1^0x9e3779b9) & (f.lines - 1)
 	}
-	h := (uint64(m)<<8 | uint64(l)) * 0x9e3779b97f4a7c15
+	h := (uint64(m)<<8 | uint64(l) ^ xh) * 0x9e3779b97f4a7c15
 	return line*8 + 1 + uint32((h>>61)*7>>3), 1<<(h>>55&63) | 1<<(h>>49&63)
 }
 
-func (f *pfilter) add(a uint32, l uint8) {
+func (f *pfilter) add(a uint32, l uint8, extra uint32) {
 	line16 := f.line16(a)
 	if l >= 16 {
 		f.words[line16*8] |= 1 << (l - 16)
 	}
-	w, m := f.pos(line16, a, l)
+	w, m := f.pos(line16, a, l, extraHash(extra))
 	f.words[w] |= m
 	f.added++
 }
@@ -75,13 +77,13 @@ func (f *pfilter) add(a uint32, l uint8) {
 // in the line line16.
 func (f *pfilter) lens16(line16 uint32) uint64 { return f.words[line16*8] }
 
-// has reports whether (a masked to l, l) may be in the set; lens16 is
-// f.lens16(line16).
-func (f *pfilter) has(line16, lens16, a uint32, l uint8) bool {
+// has reports whether (a masked to l, l, extra) may be in the set;
+// lens16 is f.lens16(line16), xh is extraHash(extra).
+func (f *pfilter) has(line16, lens16, a uint32, l uint8, xh uint64) bool {
 	if l >= 16 && lens16&(1<<(l-16)) == 0 {
 		return false
 	}
-	w, m := f.pos(line16, a, l)
+	w, m := f.pos(line16, a, l, xh)
 	return f.words[w]&m == m
 }
 
@@ -90,13 +92,32 @@ func (f *pfilter) has(line16, lens16, a uint32, l uint8) bool {
 func (s *Set) filtered() bool { return s.family == 4 && (s.isNet(0) || s.isNet(2)) }
 
 // walkedAddr is the IPv4 address and prefix length of record id's walked
-// net dimension.
-func (s *Set) walkedAddr(id uint32) (uint32, uint8) {
+// net dimension, and its filterExtra.
+func (s *Set) walkedAddr(id uint32) (uint32, uint8, uint32) {
 	k := s.keyOf(id)
 	if s.isNet(0) {
-		return binary.BigEndian.Uint32(k), s.recCIDR(id, 0)
+		return binary.BigEndian.Uint32(k), s.recCIDR(id, 0), s.filterExtra(k)
 	}
-	return binary.BigEndian.Uint32(k[4:]), s.recCIDR(id, 2)
+	return binary.BigEndian.Uint32(k[4:]), s.recCIDR(id, 2), s.filterExtra(k)
+}
+
+// extraHash spreads a filterExtra over the word pos hashes.
+func extraHash(extra uint32) uint64 { return uint64(extra) * 0xff51afd7ed558ccd }
+
+// filterExtra folds the hashed bytes kb of an IPv4 element that a walk
+// does not change (all but the walked net and its prefix length) into
+// the word the filter keeps with the net: the port and protocol of
+// hash:net,port, the first address, port and protocol of
+// hash:ip,port,net. hash:net has none, and hash:net,iface keeps its
+// interface out of the hashed bytes, so the filter has only the net.
+func (s *Set) filterExtra(kb []byte) uint32 {
+	switch s.typ.name {
+	case "hash:net,port":
+		return uint32(kb[4]) | uint32(kb[5])<<8 | uint32(kb[6])<<16
+	case "hash:ip,port,net":
+		return fmix32(binary.LittleEndian.Uint32(kb)) ^ (uint32(kb[8]) | uint32(kb[9])<<8 | uint32(kb[11])<<16)
+	}
+	return 0
 }
 
 // filterAdd enters a placed record, building or rebuilding the filter

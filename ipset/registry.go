@@ -27,14 +27,17 @@ type Registry struct {
 	bulk bool
 }
 
-// endBulk builds the filters that a Restore deferred.
+// endBulk builds the filters and indexes that a Restore deferred.
 func (r *Registry) endBulk() {
 	r.bulk = false
 	for _, s := range r.slots {
 		if s != nil && s.filterDirty {
 			s.filterDirty = false
-			if s.filter == nil && s.rec.live >= r.filterMin {
+			if s.filtered() && s.filter == nil && s.rec.live >= r.filterMin {
 				s.buildFilter()
+			}
+			if s.indexed() && s.kidx == nil {
+				s.buildKidx()
 			}
 		}
 	}

@@ -56,8 +56,9 @@ type setContent struct {
 	ifaces   intern
 	epoch    time.Time // what record expiries count from
 	filter   *pfilter  // large IPv4 net sets: which lengths to probe
+	kidx     *kindex   // IPv4 sets of short keys: the keys (kindex.go)
 	// filterDirty: elements were added during a Restore without the
-	// filter, which is built when the Restore ends.
+	// filter and the index, which are built when the Restore ends.
 	filterDirty bool
 }
 
@@ -322,6 +323,9 @@ func (s *Set) keyFromPacket(pk Key) (ekey, bool) {
 // and the set has counters.
 func (s *Set) lookupFlags(pk Key, now time.Time, count bool, bytes int) (found, nomatch bool) {
 	if s.typ.kind == kindHash {
+		if found, nm, ok := s.kidxLookup(&pk, count); ok {
+			return found, nm
+		}
 		id, _ := s.packetFind(&pk, now, nil)
 		if id < 0 {
 			return false, false
