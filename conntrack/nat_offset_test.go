@@ -10,7 +10,7 @@ import (
 
 // TestNATOffset: PORT-PORT/BASE maps the port by its 16-bit offset from
 // the base, then upwards while the tuple is taken, as the kernel does
-// (verified by internal/difftest TestKernelNATPortOffset).
+// (verified by internal/harness/difftest TestKernelNATPortOffset).
 func TestNATOffset(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -69,7 +69,7 @@ func cat(parts ...[]rseg) []rseg {
 }
 
 // TestTCPTupleReuse: what the kernel does with a SYN reusing a tuple
-// (checked against it by internal/difftest's TestKernelTCPReuse). In
+// (checked against it by internal/harness/difftest's TestKernelTCPReuse). In
 // TIME_WAIT or CLOSE after a FIN, or after a reset of the SYN's own side,
 // the old entry is killed and the SYN starts a new one whatever its
 // sequence number; after the peer's reset, or on a connection still open

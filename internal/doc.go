@@ -12,20 +12,19 @@
 //   - probability: the exact endpoint probabilities of statistic --mode
 //     random cascades (netfilter/netfiltertest, kubeproxy's tests).
 //
-// The test harness, imported only by tests, by the public test-support
-// packages (examples/internal/storytest) and by its own commands:
+// The test harness, under harness/, imported only by tests, by the
+// test-support package examples/internal/storytest and by its own
+// commands:
 //
-//   - kerneltest: the real kernel in network namespaces (namespaces, the
-//     client-node-server lab, frames built and decoded as bytes, the real
-//     tools' text); it imports no other packetwalk package, so that the
-//     tests of every package, netfilter's own included, can use it;
-//   - difftest: the random differential suites against the kernel;
-//   - bench: the benchmarks and the benchtable command;
-//   - golden: the golden-file comparison with -update.
+//   - harness/kerneltest: the real kernel in network namespaces
+//     (namespaces, the client-node-server lab, frames built and decoded as
+//     bytes, the real tools' text); it imports no other packetwalk
+//     package, so that the tests of every package, netfilter's own
+//     included, can use it;
+//   - harness/difftest: the random differential suites against the kernel;
+//   - harness/bench: the benchmarks and the benchtable command;
+//   - harness/golden: the golden-file comparison with -update.
 //
-// The harness stays under internal/ beside the building blocks rather than
-// under a directory of its own because kernel tests across the module
-// import internal/kerneltest by that path. TestHarnessStaysOutOfProduction
-// (layout_test.go) keeps the division: production code imports no harness
-// package.
+// TestHarnessStaysOutOfProduction (layout_test.go) keeps the division:
+// production code imports nothing under harness/.
 package internal

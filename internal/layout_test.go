@@ -16,7 +16,7 @@ import (
 const module = "github.com/packetwalk/packetwalk/"
 
 // harness are the test-harness packages (doc.go).
-var harness = []string{"internal/kerneltest", "internal/difftest", "internal/bench", "internal/golden"}
+var harness = []string{"internal/harness"}
 
 // harnessUsers are the directories whose non-test code may import the
 // harness: the harness itself and the test-support packages and commands

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/packetwalk/packetwalk/internal/services"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

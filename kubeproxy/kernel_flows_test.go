@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/packetwalk/packetwalk/inet"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/packetwalk/packetwalk/internal/probability"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/stretchr/testify/assert"

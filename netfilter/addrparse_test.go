@@ -323,7 +323,7 @@ func TestConntrackAddressForms(t *testing.T) {
 // TestConntrackWithoutConnection: in raw PREROUTING a packet has no
 // connection yet; the kernel's conntrack match then matches whenever
 // --ctstate was given and passed, whatever its other options (found by
-// the grammar differential, internal/difftest: the kernel counted the
+// the grammar differential, internal/harness/difftest: the kernel counted the
 // packets of "-m conntrack ! --ctstate ESTABLISHED --ctorigsrcport 123").
 func TestConntrackWithoutConnection(t *testing.T) {
 	h := NewHost(HostConfig{})

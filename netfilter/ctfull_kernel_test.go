@@ -15,7 +15,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/inet"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 )
 
 // ctStats sums the counters of `conntrack -S` over the CPUs.

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/stretchr/testify/require"
 )
 
 // grammarVector is one rule of INPUT and what iptables 1.8.9 makes of it:
 // the -S line, or a refusal (want ""). The vectors come from divergences
-// the grammar differential (internal/difftest/grammar_diff_test.go) found,
+// the grammar differential (internal/harness/difftest/grammar_diff_test.go) found,
 // checked against the real iptables-restore and iptables -S.
 type grammarVector struct {
 	// rule goes into filter INPUT; "nat6 CHAIN rest" puts rest into

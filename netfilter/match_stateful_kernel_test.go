@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -441,7 +441,7 @@ func (m *UDPMatch) match(c *evalCtx) bool {
 // iptables-nft 1.8.9 compiles "! --sport P ! --dport Q" with single ports
 // into one 4-byte comparison of both ports with "!=", which holds when
 // either port differs rather than when both do (seen with nft
-// --debug=netlink; internal/difftest TestKernelInvertedPortPair pins it).
+// --debug=netlink; internal/harness/difftest TestKernelInvertedPortPair pins it).
 // The NFTables backend reproduces that; legacy tests each port.
 //
 // An absent option (nil) matches every port, whatever its inversion flag.

@@ -14,7 +14,7 @@ import (
 // TestConntrackTimeoutsExpireOnHostClock: HostConfig.ConntrackTimeouts
 // plays the namespace's nf_conntrack_*_timeout sysctls; once the host's
 // clock passes the timeout the next packet is a new connection, walks the
-// nat table again and may get another NAT choice (internal/difftest
+// nat table again and may get another NAT choice (internal/harness/difftest
 // TestKernelNATExpiry checks the same against the kernel).
 func TestConntrackTimeoutsExpireOnHostClock(t *testing.T) {
 	clk := NewManualClock(time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC))

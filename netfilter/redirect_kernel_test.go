@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/packetwalk/packetwalk/inet"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 )
 
 // redirectRules REDIRECTs TCP port 80 to 8080 in nat PREROUTING and

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/packetwalk/packetwalk/ipset"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 )
 
 // ttlRules counts UDP and ICMP time exceeded packets (all, and RELATED

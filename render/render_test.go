@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/packetwalk/packetwalk/inet"
-	"github.com/packetwalk/packetwalk/internal/golden"
+	"github.com/packetwalk/packetwalk/internal/harness/golden"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/render"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/packetwalk/packetwalk/internal/golden"
+	"github.com/packetwalk/packetwalk/internal/harness/golden"
 )
 
 const kubenetFile = "scenarios/cluster/kubenet.yaml"

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/packetwalk/packetwalk/inet"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/packetwalk/packetwalk/internal/golden"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/golden"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 )
 
 // The xtables trace comparison. testdata/xtables-trace holds a node

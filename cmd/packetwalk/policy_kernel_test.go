@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/packetwalk/packetwalk/inet"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -10,7 +10,7 @@ import (
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
 	"github.com/packetwalk/packetwalk/inet"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 )
 
 // TestKernel replays host1's part of the walk in the kernel and compares

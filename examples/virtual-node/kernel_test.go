@@ -9,7 +9,7 @@ import (
 
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/storytest"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 )
 
 // TestKernel replays node0's part of the four connections in the kernel

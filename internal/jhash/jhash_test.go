@@ -7,7 +7,7 @@ import (
 )
 
 // The kernel-backed suites check these hashes indirectly (conntrack's SNAT
-// address choice in internal/difftest, ipset's bucket order and Size in
+// address choice in internal/harness/difftest, ipset's bucket order and Size in
 // memory in ipset/kernel_test.go); the values here pin them, each length
 // class of the final mix included.
 func TestWords(t *testing.T) {

@@ -14,13 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/packetwalk/packetwalk/cluster"
-	"github.com/packetwalk/packetwalk/internal/golden"
+	"github.com/packetwalk/packetwalk/internal/harness/golden"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 	"github.com/packetwalk/packetwalk/render"
 )
 
 // Golden compares got with testdata/name, rewriting the file under -update
-// (internal/golden).
+// (internal/harness/golden).
 func Golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	golden.Check(t, filepath.Join("testdata", name), got)

@@ -17,7 +17,7 @@ import (
 	"github.com/packetwalk/packetwalk/conntrack"
 	"github.com/packetwalk/packetwalk/examples/internal/story"
 	"github.com/packetwalk/packetwalk/inet"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"github.com/packetwalk/packetwalk/netfilter/netfiltertest"
 )

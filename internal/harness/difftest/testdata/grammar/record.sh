@@ -1,7 +1,7 @@
 #!/bin/sh
 # Records the option grammar the real iptables/ip6tables print for every
 # match and target packetwalk registers (netfilter/match_*.go, target_*.go),
-# the reference the grammar-driven differential (internal/difftest/
+# the reference the grammar-driven differential (internal/harness/difftest/
 # grammar_gen_test.go) is written against. Run as root from this directory:
 #   sh record.sh
 # Only the module's own section is kept (the generic help that precedes it

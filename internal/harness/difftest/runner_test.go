@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 )

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"pgregory.net/rapid"
 )
@@ -62,7 +62,7 @@ func replayHint(seed uint64, i int, ext bool) string {
 	if ext {
 		test = "TestKernelGrammarExt|TestGrammarCasesParse/ext"
 	}
-	return fmt.Sprintf("replay: PACKETWALK_KERNEL=1 PACKETWALK_GRAMMAR_SEED=%d PACKETWALK_GRAMMAR_CASE=%d go test -run '%s' ./internal/difftest/", seed, i, test)
+	return fmt.Sprintf("replay: PACKETWALK_KERNEL=1 PACKETWALK_GRAMMAR_SEED=%d PACKETWALK_GRAMMAR_CASE=%d go test -run '%s' ./internal/harness/difftest/", seed, i, test)
 }
 
 // The objects generated rules may name: an accounting object and an ipset

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"github.com/packetwalk/packetwalk/ipset"
 	"github.com/packetwalk/packetwalk/netfilter"
 	"pgregory.net/rapid"

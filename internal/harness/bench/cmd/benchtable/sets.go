@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/packetwalk/packetwalk/internal/bench"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/bench"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 )
 
 // setRow is one line of the sets table. Times are wall and CPU (user and

@@ -24,7 +24,7 @@ import (
 const Endpoints = 5
 
 // Addresses of the benchmark node, the same as the kernel lab's
-// (internal/kerneltest): the client 192.168.10.2 reaches the node's eth0;
+// (internal/harness/kerneltest): the client 192.168.10.2 reaches the node's eth0;
 // endpoints (172.16.0.0/12) are routed through the server side.
 var (
 	Client    = netip.MustParseAddr("192.168.10.2")

@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/packetwalk/packetwalk/internal/bench"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/bench"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 	"golang.org/x/sys/unix"
 )
 

@@ -52,5 +52,5 @@
 // skipped until fixed.
 //
 // [netfilter.Host]: github.com/packetwalk/packetwalk/netfilter.Host
-// [kerneltest.Lab]: github.com/packetwalk/packetwalk/internal/kerneltest.Lab
+// [kerneltest.Lab]: github.com/packetwalk/packetwalk/internal/harness/kerneltest.Lab
 package difftest

@@ -6,7 +6,7 @@
 // Run as root with PACKETWALK_KERNEL=1, it also measures the kernel on the
 // same rulesets in network namespaces it creates (iptables-restore time,
 // and the end-to-end cost of a bounded burst of new connections in the
-// internal/kerneltest lab) and prints the ratios side by side. Each cell
+// internal/harness/kerneltest lab) and prints the ratios side by side. Each cell
 // is the median of -count runs: a shared virtual machine's speed drifts by
 // some 10% from one minute to the next.
 //
@@ -17,7 +17,7 @@
 // `conntrack -R` and `conntrack -L` on as many entries, where they fit
 // under nf_conntrack_max.
 //
-//	go run ./internal/bench/cmd/benchtable [-sizes 100,1000,10000] [-burst 1000] [-count 3]
+//	go run ./internal/harness/bench/cmd/benchtable [-sizes 100,1000,10000] [-burst 1000] [-count 3]
 //	    [-tables kube,sets,conntrack] [-set-sizes 10000,100000,1000000] [-set-types hash:net,...]
 //	    [-ct-sizes 10000,100000,1000000]
 package main
@@ -32,7 +32,7 @@ import (
 	"testing"
 	"text/tabwriter"
 
-	"github.com/packetwalk/packetwalk/internal/bench"
+	"github.com/packetwalk/packetwalk/internal/harness/bench"
 )
 
 func main() {

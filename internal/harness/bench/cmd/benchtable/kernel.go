@@ -5,8 +5,8 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/packetwalk/packetwalk/internal/bench"
-	"github.com/packetwalk/packetwalk/internal/kerneltest"
+	"github.com/packetwalk/packetwalk/internal/harness/bench"
+	"github.com/packetwalk/packetwalk/internal/harness/kerneltest"
 )
 
 // kernelRow is the kernel's side of one row.
