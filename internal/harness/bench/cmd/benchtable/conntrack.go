@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,20 +115,11 @@ func measureCTKernel(r *ctRow) error {
 }
 
 func medianCTRow(runs []ctRow) ctRow {
-	out := runs[0]
 	cells := func(r *ctRow) []*float64 {
 		return []*float64{&r.insert, &r.insertEntry, &r.est, &r.estCPU, &r.expire, &r.none, &r.list, &r.full, &r.listAlloc,
 			&r.perEntry, &r.kInsert, &r.kList}
 	}
-	dst := cells(&out)
-	for i := range dst {
-		vals := make([]float64, len(runs))
-		for j := range runs {
-			vals[j] = *cells(&runs[j])[i]
-		}
-		slices.Sort(vals)
-		*dst[i] = vals[len(vals)/2]
-	}
+	out := medianCells(runs, cells)
 	return out
 }
 

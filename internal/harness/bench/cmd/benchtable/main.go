@@ -172,22 +172,29 @@ func measure(n int) (row, error) {
 // medianRow returns the first run with every measured cell replaced by
 // the median of that cell over all runs.
 func medianRow(runs []row) row {
-	out := runs[0]
 	cells := func(r *row) []*float64 {
 		return []*float64{&r.loadSec, &r.loadNsRule, &r.allocB, &r.heapB, &r.first, &r.last, &r.est, &r.estTo,
 			&r.explain, &r.k.restoreSec, &r.k.firstNs, &r.k.lastNs}
 	}
+	out := medianCells(runs, cells)
+	for _, r := range runs {
+		out.estAllocs = max(out.estAllocs, r.estAllocs)
+	}
+	return out
+}
+
+// medianCells returns a copy of runs[0] whose cells (the float fields
+// cells points to) hold the median of each cell over runs.
+func medianCells[R any](runs []R, cells func(*R) []*float64) R {
+	out := runs[0]
 	dst := cells(&out)
+	vals := make([]float64, len(runs))
 	for i := range dst {
-		vals := make([]float64, len(runs))
 		for j := range runs {
 			vals[j] = *cells(&runs[j])[i]
 		}
 		slices.Sort(vals)
 		*dst[i] = vals[len(vals)/2]
-	}
-	for _, r := range runs {
-		out.estAllocs = max(out.estAllocs, r.estAllocs)
 	}
 	return out
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -68,20 +67,11 @@ func measureSets(types []string, sizes []int, count int, kernel bool) ([]setRow,
 }
 
 func medianSetRow(runs []setRow) setRow {
-	out := runs[0]
 	cells := func(r *setRow) []*float64 {
 		return []*float64{&r.restoreSec, &r.restoreCPU, &r.perMemB, &r.lookupNs, &r.lookupCPU,
 			&r.kRestoreSec, &r.kRestoreCPU, &r.kMemPer}
 	}
-	dst := cells(&out)
-	for i := range dst {
-		vals := make([]float64, len(runs))
-		for j := range runs {
-			vals[j] = *cells(&runs[j])[i]
-		}
-		slices.Sort(vals)
-		*dst[i] = vals[len(vals)/2]
-	}
+	out := medianCells(runs, cells)
 	for _, r := range runs {
 		out.lookupAllocs = max(out.lookupAllocs, r.lookupAllocs)
 	}
